@@ -1,0 +1,18 @@
+// The reference interpreter: runs a graph node by node through the ATen dispatcher, with no
+// backend and no plan. What compiled plans are checked against when no eager module is at hand
+// (replaying a dump, testing passes).
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "core/graph.h"
+
+namespace zenith::ir {
+
+/// Runs `graph` on one tensor per graph input (in order); returns the flat outputs. Throws
+/// zenith::Error for a constant without data or a missing input.
+std::vector<at::Tensor> interpret(const Graph& graph, const std::vector<at::Tensor>& inputs);
+
+}  // namespace zenith::ir
