@@ -1,0 +1,74 @@
+#include "core/backend.h"
+
+#include <fmt/format.h>
+
+#include "core/host_api.h"
+#include "zenith/error.h"
+
+namespace zenith {
+namespace {
+
+std::string text_or(const char* text, const char* fallback) { return text != nullptr ? text : fallback; }
+
+void raise(const Backend& backend, const char* what, const StatusReport& status) {
+  throw Error(fmt::format("backend '{}' ({}) failed to {}: {}: {}", backend.name(), backend.path(), what,
+                          status_code_name(status.code), status.message));
+}
+
+}  // namespace
+
+Kernel::~Kernel() { backend_->release(handle_); }
+
+Backend::Backend(const zn_plugin_api* api, void* context, std::string path)
+    : api_(api),
+      context_(context),
+      path_(std::move(path)),
+      name_(text_or(api->name, "")),
+      version_(text_or(api->version, "")),
+      build_id_(text_or(api->build_id, "")),
+      priority_(api->default_priority) {}
+
+std::optional<std::string> Backend::query(const std::string& group_json) const {
+  char reason[512] = {0};
+  zn_query_args args{};
+  args.struct_size = sizeof(args);
+  args.group_json = group_json.data();
+  args.group_json_size = group_json.size();
+  args.reason = reason;
+  args.reason_capacity = sizeof(reason);
+  auto status = take_status(api_->query(context_, &args));
+  if (status.code != ZN_STATUS_OK) return fmt::format("query failed: {}: {}", status_code_name(status.code), status.message);
+  if (args.supported) return std::nullopt;
+  reason[sizeof(reason) - 1] = '\0';
+  return reason[0] != '\0' ? std::string(reason) : std::string("declined without a reason");
+}
+
+std::shared_ptr<Kernel> Backend::compile(const std::string& group_json) const {
+  zn_compile_args args{};
+  args.struct_size = sizeof(args);
+  args.group_json = group_json.data();
+  args.group_json_size = group_json.size();
+  args.options_json = "{}";
+  auto status = take_status(api_->compile(context_, &args));
+  if (status.code != ZN_STATUS_OK) raise(*this, "compile a group", status);
+  if (args.kernel == nullptr) raise(*this, "compile a group", {ZN_STATUS_INTERNAL, "it returned no kernel"});
+  return std::make_shared<Kernel>(this, args.kernel);
+}
+
+void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
+                     void* stream) const {
+  zn_launch_args args{};
+  args.struct_size = sizeof(args);
+  args.kernel = kernel.handle();
+  args.inputs = inputs.data();
+  args.num_inputs = inputs.size();
+  args.outputs = outputs.data();
+  args.num_outputs = outputs.size();
+  args.stream = stream;
+  auto status = take_status(api_->launch(context_, &args));
+  if (status.code != ZN_STATUS_OK) raise(*this, "launch a kernel", status);
+}
+
+void Backend::release(zn_kernel* kernel) const { api_->kernel_release(context_, kernel); }
+
+}  // namespace zenith

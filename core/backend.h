@@ -1,0 +1,58 @@
+// Backend: one loaded plugin, seen through its ABI table with every call checked.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zenith/plugin.h"
+
+namespace zenith {
+
+class Backend;
+
+/// A compiled kernel; released through its plugin when the last reference goes.
+class Kernel {
+ public:
+  Kernel(const Backend* backend, zn_kernel* handle) : backend_(backend), handle_(handle) {}
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+  const Backend& backend() const { return *backend_; }
+  zn_kernel* handle() const { return handle_; }
+
+ private:
+  const Backend* backend_;
+  zn_kernel* handle_;
+};
+
+/// A plugin that loaded and initialized. Lives until the process ends (plugins are never unloaded).
+class Backend {
+ public:
+  Backend(const zn_plugin_api* api, void* context, std::string path);
+
+  const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }
+  const std::string& version() const { return version_; }
+  const std::string& build_id() const { return build_id_; }
+  int priority() const { return priority_; }
+
+  /// Empty when the plugin can run the group, else its reason.
+  std::optional<std::string> query(const std::string& group_json) const;
+  /// Compiles a group; throws zenith::Error with the plugin's message on failure.
+  std::shared_ptr<Kernel> compile(const std::string& group_json) const;
+  /// Launches a kernel; throws zenith::Error with the plugin's message on failure.
+  void launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
+              void* stream) const;
+  /// Frees a kernel (Kernel's destructor calls this).
+  void release(zn_kernel* kernel) const;
+
+ private:
+  const zn_plugin_api* api_;
+  void* context_;
+  std::string path_, name_, version_, build_id_;
+  int priority_;
+};
+
+}  // namespace zenith

@@ -1,0 +1,23 @@
+// Borrowed DLPack views of ATen tensors and back, for tensors crossing the plugin ABI.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "zenith/plugin.h"
+
+namespace zenith {
+
+/// A DLTensor describing `tensor` without copying or owning: its shape and strides point into the
+/// tensor's own metadata, so `tensor` must outlive the view.
+DLTensor borrow_dlpack(const at::Tensor& tensor);
+
+/// A non-owning ATen tensor over a DLTensor's memory; throws zenith::Error for a dtype or device
+/// ATen cannot represent.
+at::Tensor wrap_dlpack(const DLTensor& view);
+
+DLDataType to_dlpack_dtype(c10::ScalarType dtype);
+c10::ScalarType from_dlpack_dtype(DLDataType dtype);
+DLDevice to_dlpack_device(const c10::Device& device);
+c10::Device from_dlpack_device(DLDevice device);
+
+}  // namespace zenith
