@@ -1,0 +1,32 @@
+// CompileReport::to_string, the report printed at info level for every compiled signature.
+#include <fmt/format.h>
+
+#include "zenith/options.h"
+
+namespace zenith {
+
+std::string CompileReport::to_string() const {
+  std::string text = fmt::format("compiled {}\n", signature);
+  if (eager_fallback) return text + fmt::format("  runs eagerly: {}\n", fallback_reason);
+  std::string passes_text;
+  for (const auto& pass : passes) {
+    std::string counters;
+    for (const auto& [name, count] : pass.counters) counters += fmt::format(" {}={}", name, count);
+    passes_text += fmt::format("{}{} -{}{}", passes_text.empty() ? "" : ", ", pass.name,
+                               pass.nodes_before - pass.nodes_after, counters.empty() ? "" : " [" + counters.substr(1) + "]");
+  }
+  text += fmt::format("  nodes: {} captured, {} after passes ({})\n", nodes_captured, nodes_final, passes_text);
+  std::string per_backend;
+  for (const auto& [name, count] : nodes_per_backend) {
+    per_backend += fmt::format("{}{}: {} nodes", per_backend.empty() ? "" : ", ", name, count);
+  }
+  text += fmt::format("  plan: {} kernel launches ({}), {} view nodes on the host\n", groups,
+                      per_backend.empty() ? "none" : per_backend, host_nodes);
+  text += fmt::format("  kernels: {} compiled, {} from a cache\n", kernels_compiled, kernel_cache_hits);
+  text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,
+                      passes_ms, backend_ms, total_ms);
+  if (!dump_path.empty()) text += fmt::format("\n  dump: {}", dump_path);
+  return text;
+}
+
+}  // namespace zenith

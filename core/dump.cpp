@@ -1,0 +1,144 @@
+#include "core/dump.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/graph_json.h"
+#include "zenith/error.h"
+
+namespace zenith {
+
+using nlohmann::json;
+
+json report_to_json(const CompileReport& report) {
+  json passes = json::array();
+  for (const auto& pass : report.passes) {
+    passes.push_back(json{{"name", pass.name},
+                          {"nodes_before", pass.nodes_before},
+                          {"nodes_after", pass.nodes_after},
+                          {"milliseconds", pass.milliseconds},
+                          {"counters", pass.counters}});
+  }
+  return json{{"signature", report.signature},
+              {"nodes_captured", report.nodes_captured},
+              {"nodes_final", report.nodes_final},
+              {"passes", passes},
+              {"groups", report.groups},
+              {"host_nodes", report.host_nodes},
+              {"nodes_per_backend", report.nodes_per_backend},
+              {"kernels_compiled", report.kernels_compiled},
+              {"kernel_cache_hits", report.kernel_cache_hits},
+              {"capture_ms", report.capture_ms},
+              {"passes_ms", report.passes_ms},
+              {"backend_ms", report.backend_ms},
+              {"total_ms", report.total_ms},
+              {"eager_fallback", report.eager_fallback},
+              {"fallback_reason", report.fallback_reason}};
+}
+
+CompileReport report_from_json(const json& j) {
+  try {
+    CompileReport report;
+    report.signature = j.value("signature", "");
+    report.nodes_captured = j.value("nodes_captured", 0);
+    report.nodes_final = j.value("nodes_final", 0);
+    for (const auto& pass : j.value("passes", json::array())) {
+      report.passes.push_back(PassReport{pass.at("name").get<std::string>(), pass.value("nodes_before", 0),
+                                         pass.value("nodes_after", 0), pass.value("milliseconds", 0.0),
+                                         pass.value("counters", std::map<std::string, std::int64_t>{})});
+    }
+    report.groups = j.value("groups", 0);
+    report.host_nodes = j.value("host_nodes", 0);
+    report.nodes_per_backend = j.value("nodes_per_backend", std::map<std::string, std::int64_t>{});
+    report.kernels_compiled = j.value("kernels_compiled", 0);
+    report.kernel_cache_hits = j.value("kernel_cache_hits", 0);
+    report.capture_ms = j.value("capture_ms", 0.0);
+    report.passes_ms = j.value("passes_ms", 0.0);
+    report.backend_ms = j.value("backend_ms", 0.0);
+    report.total_ms = j.value("total_ms", 0.0);
+    report.eager_fallback = j.value("eager_fallback", false);
+    report.fallback_reason = j.value("fallback_reason", "");
+    return report;
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("dump at /report: {}", e.what()));
+  }
+}
+
+json dump_to_json(const Dump& dump, std::size_t constant_limit) {
+  json steps = json::array();
+  for (const auto& step : dump.steps) steps.push_back(json{{"backend", step.backend}, {"nodes", step.nodes}});
+  return json{{"schema_version", ir::kSchemaVersion},
+              {"kind", "dump"},
+              {"module", dump.module_name},
+              {"signature", dump.signature},
+              {"captured", ir::to_json(dump.captured, ir::GraphKind::Graph, constant_limit)},
+              {"optimized", ir::to_json(dump.optimized, ir::GraphKind::Graph, constant_limit)},
+              {"steps", steps},
+              {"report", report_to_json(dump.report)}};
+}
+
+Dump dump_from_json(const json& j) {
+  if (!j.is_object()) throw Error("dump at /: expected an object");
+  if (j.value("kind", "") != "dump") {
+    throw Error::mismatch("dump at /kind", "\"dump\"", j.contains("kind") ? j["kind"].dump() : "nothing",
+                          "Is this a Zenith trace dump?");
+  }
+  int version = j.value("schema_version", -1);
+  if (version != ir::kSchemaVersion) {
+    throw Error::mismatch("dump at /schema_version", std::to_string(ir::kSchemaVersion), std::to_string(version));
+  }
+  Dump dump;
+  dump.module_name = j.value("module", "");
+  dump.signature = j.value("signature", "");
+  auto graph_at = [&](const char* key) {
+    if (!j.contains(key)) throw Error(fmt::format("dump at /{}: missing", key));
+    try {
+      return ir::from_json(j[key], /*allow_missing_constant_data=*/true);
+    } catch (const Error& e) {
+      throw Error(fmt::format("dump at /{}: {}", key, e.what()));
+    }
+  };
+  dump.captured = graph_at("captured");
+  dump.optimized = graph_at("optimized");
+  if (!j.contains("steps") || !j["steps"].is_array()) throw Error("dump at /steps: missing or not an array");
+  for (std::size_t i = 0; i < j["steps"].size(); ++i) {
+    const auto& step = j["steps"][i];
+    try {
+      dump.steps.push_back(DumpStep{step.at("backend").get<std::string>(), step.at("nodes").get<std::vector<int>>()});
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("dump at /steps/{}: {}", i, e.what()));
+    }
+  }
+  if (j.contains("report")) dump.report = report_from_json(j["report"]);
+  return dump;
+}
+
+void write_json_file(const std::string& path, const json& content) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  auto temporary = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(temporary);
+    if (!out) throw Error(fmt::format("cannot write {}: check that the folder is writable", temporary));
+    out << content.dump(1) << "\n";
+    if (!out) throw Error(fmt::format("writing {} failed (disk full?)", temporary));
+  }
+  fs::rename(temporary, path, ec);
+  if (ec) throw Error(fmt::format("cannot rename {} to {}: {}", temporary, path, ec.message()));
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("cannot open {}: no such file or not readable", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ir::parse_json(text.str(), path);
+}
+
+}  // namespace zenith

@@ -1,0 +1,91 @@
+#include "core/executor.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <fmt/format.h>
+
+#include "core/dlpack_view.h"
+#include "zenith/error.h"
+
+namespace zenith {
+namespace {
+
+// The stream a launch on `device` must use: PyTorch's current stream there (CPU: none).
+void* current_stream(const c10::Device& device) {
+  if (device.is_cpu()) return nullptr;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  return guard.getStream(device).native_handle();
+}
+
+c10::Device step_device(const Step& step, const std::vector<at::Tensor>& values) {
+  if (!step.output_types.empty()) return step.output_types.front().device;
+  for (int id : step.inputs) {
+    if (values[id].defined()) return values[id].device();
+  }
+  return c10::Device(c10::kCPU);
+}
+
+void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
+  std::vector<DLTensor> inputs;
+  inputs.reserve(step.inputs.size());
+  for (int id : step.inputs) inputs.push_back(borrow_dlpack(values[id]));
+  std::vector<DLTensor> outputs;
+  outputs.reserve(step.outputs.size());
+  for (std::size_t o = 0; o < step.outputs.size(); ++o) {
+    int alias = step.output_aliases.empty() ? -1 : step.output_aliases[o];
+    if (alias >= 0) {
+      values[step.outputs[o]] = values[step.inputs[alias]];
+    } else {
+      const auto& type = step.output_types[o];
+      values[step.outputs[o]] =
+          at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(type.device));
+    }
+    outputs.push_back(borrow_dlpack(values[step.outputs[o]]));
+  }
+  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step_device(step, values)));
+}
+
+void run_host_step(const Step& step, std::vector<at::Tensor>& values) {
+  auto results = step.host_call->run([&](int id) -> const at::Tensor& { return values[id]; });
+  for (std::size_t o = 0; o < step.outputs.size(); ++o) values[step.outputs[o]] = std::move(results[o]);
+}
+
+}  // namespace
+
+c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector<at::Tensor>& flat) {
+  switch (structure.kind) {
+    case ir::OutputStructure::Kind::Tensor: return flat.at(structure.index);
+    case ir::OutputStructure::Kind::Tuple: {
+      std::vector<c10::IValue> elements;
+      for (const auto& element : structure.elements) elements.push_back(nest_outputs(element, flat));
+      return c10::ivalue::Tuple::create(std::move(elements));
+    }
+    case ir::OutputStructure::Kind::List: {
+      std::vector<at::Tensor> elements;
+      for (const auto& element : structure.elements) elements.push_back(nest_outputs(element, flat).toTensor());
+      return c10::IValue(elements);
+    }
+  }
+  return {};
+}
+
+c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs) {
+  const auto& graph = plan.graph;
+  if (inputs.size() != graph.inputs.size()) {
+    throw Error::mismatch("plan inputs", std::to_string(graph.inputs.size()), std::to_string(inputs.size()));
+  }
+  std::vector<at::Tensor> values(graph.values.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
+  for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
+  for (const auto& step : plan.steps) {
+    if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values);
+    else run_host_step(step, values);
+    for (int id : step.release_after) values[id].reset();
+  }
+  std::vector<at::Tensor> flat;
+  flat.reserve(graph.outputs.size());
+  for (int id : graph.outputs) flat.push_back(values[id]);
+  return nest_outputs(graph.output_structure, flat);
+}
+
+}  // namespace zenith

@@ -1,0 +1,45 @@
+// Plan: what one signature runs at every call, the output of compilation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/aten_call.h"
+#include "core/backend.h"
+#include "core/graph.h"
+
+namespace zenith {
+
+/// One step of a plan.
+struct Step {
+  /// Host steps run a view op through the dispatcher (aliasing is kept exact); kernel steps run a
+  /// group on a backend.
+  enum class Kind { Host, Kernel };
+  Kind kind = Kind::Kernel;
+  /// Host steps: the op, bound.
+  std::shared_ptr<const ir::AtenCall> host_call;
+  /// Kernel steps: the compiled group.
+  std::shared_ptr<Kernel> kernel;
+  /// Backend name, or "host".
+  std::string backend;
+  /// Graph value ids read and written, in the group's order.
+  std::vector<int> inputs, outputs;
+  /// Per output: index into `inputs` whose memory it is (in-place), or -1 (allocated by the host).
+  std::vector<int> output_aliases;
+  /// Per output: the exact type to allocate.
+  std::vector<ir::TensorType> output_types;
+  /// Values whose last reader is this step: dropped after it so memory returns to the allocator.
+  std::vector<int> release_after;
+  /// Indices of the graph nodes this step runs.
+  std::vector<int> nodes;
+};
+
+/// A compiled signature.
+struct Plan {
+  /// The optimized graph the steps run.
+  ir::Graph graph;
+  std::vector<Step> steps;
+};
+
+}  // namespace zenith

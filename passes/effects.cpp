@@ -1,0 +1,48 @@
+#include "passes/effects.h"
+
+#include <numeric>
+
+#include "core/op_registry.h"
+#include "core/op_schema.h"
+
+namespace zenith::passes {
+namespace {
+
+// Union-find over value ids: values that may share memory end up in one set.
+struct AliasSets {
+  std::vector<int> parent;
+  explicit AliasSets(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); }
+  void join(int a, int b) { parent[find(a)] = find(b); }
+};
+
+}  // namespace
+
+Effects analyse_effects(const ir::Graph& graph) {
+  Effects effects;
+  effects.node_has_effect.assign(graph.nodes.size(), false);
+  effects.value_mutable.assign(graph.values.size(), false);
+  AliasSets sets(graph.values.size());
+  std::vector<int> written;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const auto& node = graph.nodes[n];
+    auto facts = ir::alias_facts(node);
+    if (facts.is_view) {
+      for (int in : node.input_ids())
+        for (int out : node.outputs) sets.join(in, out);
+    }
+    for (std::size_t r = 0; r < facts.output_writes.size(); ++r) {
+      if (facts.output_writes[r] >= 0) sets.join(facts.output_writes[r], node.outputs[r]);
+    }
+    written.insert(written.end(), facts.mutated_inputs.begin(), facts.mutated_inputs.end());
+    effects.node_has_effect[n] = !facts.mutated_inputs.empty() || ir::op_info(node.op).random;
+  }
+  std::vector<bool> root_written(graph.values.size(), false);
+  for (int id : written) root_written[sets.find(id)] = true;
+  for (std::size_t id = 0; id < graph.values.size(); ++id) {
+    if (graph.values[id]) effects.value_mutable[id] = root_written[sets.find(static_cast<int>(id))];
+  }
+  return effects;
+}
+
+}  // namespace zenith::passes

@@ -1,0 +1,22 @@
+// Side effects and mutation, as the rewriting passes must respect them.
+#pragma once
+
+#include <vector>
+
+#include "core/graph.h"
+
+namespace zenith::passes {
+
+/// Facts about every node and value of a graph that decide what a pass may move, merge or drop.
+struct Effects {
+  /// Per node: writes memory (an in-place op) or draws random numbers; never dropped or merged.
+  std::vector<bool> node_has_effect;
+  /// Per value id: its memory may be written by some node (it is, or aliases through views, a
+  /// value an in-place op writes); reading it is not a pure function of the graph's inputs.
+  std::vector<bool> value_mutable;
+};
+
+/// Analyses `graph` from the op schemas and the op registry.
+Effects analyse_effects(const ir::Graph& graph);
+
+}  // namespace zenith::passes
