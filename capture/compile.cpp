@@ -1,0 +1,86 @@
+// zenith::compile entry points that are not templates, and the environment overrides.
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "capture/engine.h"
+#include "core/log.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    auto name = text.substr(start, end - start);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (!name.empty()) names.push_back(name);
+    start = end + 1;
+  }
+  return names;
+}
+
+void apply_environment(CompileOptions& options) {
+  if (const char* value = std::getenv("ZENITH_BACKENDS"); value && *value) options.backends = split_names(value);
+  if (const char* value = std::getenv("ZENITH_DUMP_DIR"); value && *value) options.dump_dir = value;
+  if (const char* value = std::getenv("ZENITH_DISABLE"); value && *value) {
+    std::string text = value;
+    if (text == "1" || text == "true" || text == "yes") options.disable = true;
+    else if (text != "0" && text != "false" && text != "no")
+      log::warn("ZENITH_DISABLE={} is not understood (use 1 or 0); Zenith stays enabled", text);
+  }
+  if (const char* value = std::getenv("ZENITH_LOG"); value && *value) {
+    try {
+      options.log_level = log::parse(value);
+    } catch (const Error&) {
+      // log::level() already warned and uses warn.
+    }
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+std::shared_ptr<Engine> make_engine(ModuleAccess access, CompileOptions options) {
+  apply_environment(options);
+  log::request(options.log_level);
+  if (options.plan_cache_size == 0) {
+    throw Error::mismatch("CompileOptions::plan_cache_size", "at least 1", "0");
+  }
+  if (options.verify_rtol < 0 || options.verify_atol < 0) {
+    throw Error::mismatch("CompileOptions verify tolerances", "non-negative numbers",
+                          fmt::format("rtol {} atol {}", options.verify_rtol, options.verify_atol));
+  }
+  return std::make_shared<Engine>(std::move(access), std::move(options));
+}
+
+c10::IValue engine_call(Engine& engine, std::vector<c10::IValue> args) { return engine.call(std::move(args)); }
+CompileReport engine_last_report(const Engine& engine) { return engine.last_report(); }
+CacheStats engine_stats(const Engine& engine) { return engine.stats(); }
+
+}  // namespace detail
+
+CompiledModule<c10::IValue(std::vector<c10::IValue>)> compile(torch::jit::Module module, CompileOptions options) {
+  const auto& schema = module.get_method("forward").function().getSchema();
+  detail::ModuleAccess access;
+  access.arity = static_cast<int>(schema.arguments().size()) - 1;  // without self
+  access.forward = [module](const std::vector<c10::IValue>& args) mutable { return module.forward(args); };
+  access.state = [module]() {
+    std::vector<std::pair<std::string, at::Tensor>> state;
+    for (const auto& item : module.named_parameters(true)) state.emplace_back(item.name, item.value);
+    for (const auto& item : module.named_buffers(true)) state.emplace_back(item.name, item.value);
+    return state;
+  };
+  access.is_training = [module]() { return module.is_training(); };
+  // A forward on std::vector<IValue> is called with the vector itself.
+  auto engine = detail::make_engine(std::move(access), std::move(options));
+  return CompiledModule<c10::IValue(std::vector<c10::IValue>)>(std::move(engine));
+}
+
+}  // namespace zenith

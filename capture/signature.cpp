@@ -1,0 +1,117 @@
+#include "capture/signature.h"
+
+#include <ATen/core/grad_mode.h>
+#include <c10/util/hash.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "zenith/error.h"
+
+namespace zenith {
+namespace {
+
+std::size_t hash_type(std::size_t seed, const ir::TensorType& type) {
+  seed = c10::hash_combine(seed, static_cast<std::size_t>(type.dtype));
+  seed = c10::hash_combine(seed, std::hash<std::string>()(type.device.str()));
+  seed = c10::hash_combine(seed, type.requires_grad);
+  for (auto size : type.sizes) seed = c10::hash_combine(seed, static_cast<std::size_t>(size));
+  for (auto stride : type.strides) seed = c10::hash_combine(seed, static_cast<std::size_t>(stride) * 31);
+  return seed;
+}
+
+std::string describe_arg(const ArgSignature& arg) { return arg.is_tensor ? arg.tensor.to_string() : arg.scalar; }
+
+}  // namespace
+
+ir::TensorType type_of(const at::Tensor& tensor) {
+  ir::TensorType type;
+  type.dtype = tensor.scalar_type();
+  type.sizes = tensor.sizes().vec();
+  type.strides = tensor.strides().vec();
+  type.device = tensor.device();
+  type.requires_grad = tensor.requires_grad();
+  return type;
+}
+
+bool ArgSignature::operator==(const ArgSignature& other) const {
+  return is_tensor == other.is_tensor && (is_tensor ? tensor == other.tensor : scalar == other.scalar);
+}
+
+bool Signature::operator==(const Signature& other) const {
+  return hash == other.hash && grad_mode == other.grad_mode && training == other.training &&
+         state_fingerprint == other.state_fingerprint && args == other.args;
+}
+
+std::string Signature::to_string() const {
+  std::vector<std::string> parts;
+  for (const auto& arg : args) parts.push_back(describe_arg(arg));
+  return fmt::format("({}) grad={} {}", fmt::join(parts, ", "), grad_mode ? "on" : "off", training ? "train" : "eval");
+}
+
+std::string Signature::describe_change(const Signature& previous) const {
+  std::vector<std::string> changes;
+  if (args.size() != previous.args.size()) {
+    changes.push_back(fmt::format("{} arguments instead of {}", args.size(), previous.args.size()));
+  }
+  for (std::size_t i = 0; i < std::min(args.size(), previous.args.size()); ++i) {
+    const auto& now = args[i];
+    const auto& before = previous.args[i];
+    if (now == before) continue;
+    if (now.is_tensor != before.is_tensor) {
+      changes.push_back(fmt::format("argument {}: {} -> {}", i, describe_arg(before), describe_arg(now)));
+      continue;
+    }
+    if (!now.is_tensor) {
+      changes.push_back(fmt::format("argument {}: {} -> {}", i, before.scalar, now.scalar));
+      continue;
+    }
+    const auto& a = before.tensor;
+    const auto& b = now.tensor;
+    if (a.dtype != b.dtype) changes.push_back(fmt::format("argument {}: dtype {} -> {}", i, ir::dtype_name(a.dtype), ir::dtype_name(b.dtype)));
+    if (a.device != b.device) changes.push_back(fmt::format("argument {}: device {} -> {}", i, a.device.str(), b.device.str()));
+    if (a.sizes != b.sizes) changes.push_back(fmt::format("argument {}: sizes [{}] -> [{}]", i, fmt::join(a.sizes, ", "), fmt::join(b.sizes, ", ")));
+    else if (a.strides != b.strides) changes.push_back(fmt::format("argument {}: strides [{}] -> [{}]", i, fmt::join(a.strides, ", "), fmt::join(b.strides, ", ")));
+    if (a.requires_grad != b.requires_grad) changes.push_back(fmt::format("argument {}: requires_grad {} -> {}", i, a.requires_grad, b.requires_grad));
+  }
+  if (grad_mode != previous.grad_mode) changes.push_back(fmt::format("grad mode {}", grad_mode ? "on" : "off"));
+  if (training != previous.training) changes.push_back(training ? "train mode" : "eval mode");
+  if (state_fingerprint != previous.state_fingerprint) changes.push_back("a parameter or buffer changed dtype, shape or device");
+  return changes.empty() ? "nothing" : fmt::format("{}", fmt::join(changes, "; "));
+}
+
+Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training) {
+  Signature signature;
+  signature.grad_mode = at::GradMode::is_enabled();
+  signature.training = training;
+  std::size_t seed = c10::hash_combine(signature.grad_mode, training);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& arg = args[i];
+    ArgSignature entry;
+    if (arg.isTensor()) {
+      if (!arg.toTensor().defined()) {
+        throw Error::mismatch(fmt::format("argument {}", i), "a defined tensor", "an undefined tensor");
+      }
+      entry.is_tensor = true;
+      entry.tensor = type_of(arg.toTensor());
+      seed = hash_type(seed, entry.tensor);
+    } else if (arg.isInt() || arg.isDouble() || arg.isBool()) {
+      entry.scalar = fmt::format("{}:{}", arg.tagKind(), arg.isInt() ? std::to_string(arg.toInt())
+                                                          : arg.isBool() ? std::string(arg.toBool() ? "true" : "false")
+                                                                         : fmt::format("{}", arg.toDouble()));
+      seed = c10::hash_combine(seed, std::hash<std::string>()(entry.scalar));
+    } else {
+      throw Error::mismatch(fmt::format("argument {}", i), "a tensor, bool, int or double", arg.tagKind(),
+                            "Pass other data through the module's state or close over it in a callable.");
+    }
+    signature.args.push_back(std::move(entry));
+  }
+  std::size_t state_seed = state.size();
+  for (const auto& tensor : state) {
+    if (tensor.defined()) state_seed = hash_type(state_seed, type_of(tensor));
+  }
+  signature.state_fingerprint = state_seed;
+  signature.hash = c10::hash_combine(seed, state_seed);
+  return signature;
+}
+
+}  // namespace zenith

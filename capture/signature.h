@@ -1,0 +1,50 @@
+// Signature: what must match for a cached plan to serve a call.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "core/tensor_type.h"
+
+namespace zenith {
+
+/// One call argument as the signature sees it: a tensor's exact type, or a non-tensor's value.
+struct ArgSignature {
+  bool is_tensor = false;
+  ir::TensorType tensor;
+  /// Non-tensor arguments: their printed value (they are baked into the trace).
+  std::string scalar;
+  bool operator==(const ArgSignature& other) const;
+};
+
+/// The signature of a call: arguments, grad mode, training flag, and the parameters' types.
+struct Signature {
+  std::vector<ArgSignature> args;
+  bool grad_mode = false;
+  bool training = false;
+  /// Hash of the parameters' and buffers' dtypes, sizes, strides and devices.
+  std::size_t state_fingerprint = 0;
+  std::size_t hash = 0;
+
+  bool operator==(const Signature& other) const;
+  /// e.g. "(float32[32, 100, 1024] strides [...] cpu, 3) grad=off eval".
+  std::string to_string() const;
+  /// A readable account of what differs from `other`, e.g. "input 0: sizes [32, 100] -> [32, 200]".
+  std::string describe_change(const Signature& previous) const;
+};
+
+/// Reads the signature of a call; throws zenith::Error for an argument that is neither a tensor,
+/// a bool, an integer nor a double.
+Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training);
+
+/// The exact type of a tensor.
+ir::TensorType type_of(const at::Tensor& tensor);
+
+struct SignatureHash {
+  std::size_t operator()(const Signature& signature) const { return signature.hash; }
+};
+
+}  // namespace zenith

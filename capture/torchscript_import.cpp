@@ -1,0 +1,313 @@
+#include "capture/torchscript_import.h"
+
+#include <unordered_map>
+#include <variant>
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/ir/constants.h>
+
+#include "zenith/error.h"
+
+namespace zenith::capture {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// What a TorchScript value became on the Zenith side.
+struct TensorSlot { int id; };
+struct ConstantSlot { ir::ArgValue value; };
+struct ListSlot { std::vector<std::optional<int>> ids; };
+struct PendingListSlot { std::size_t node_index; };  // a Tensor[] result not yet unpacked
+struct TupleSlot;
+using Slot = std::variant<TensorSlot, ConstantSlot, ListSlot, PendingListSlot, std::shared_ptr<TupleSlot>>;
+struct TupleSlot { std::vector<Slot> elements; };
+
+std::string where(const Node* node) {
+  std::ostringstream text;
+  text << *node;
+  std::string line = text.str();
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+ir::TensorType tensor_type(const Value* value, const Node* node) {
+  auto type = value->type()->cast<c10::TensorType>();
+  auto sizes = type ? type->sizes().concrete_sizes() : std::nullopt;
+  auto strides = type ? type->strides().concrete_sizes() : std::nullopt;
+  if (!type || !type->scalarType() || !sizes || !strides || !type->device()) {
+    throw Error(fmt::format("capture: the tracer left an incomplete tensor type for %{} in `{}`", value->debugName(),
+                            node ? where(node) : std::string("a graph input")));
+  }
+  ir::TensorType result;
+  result.dtype = *type->scalarType();
+  result.sizes = *sizes;
+  result.strides = *strides;
+  result.device = *type->device();
+  result.requires_grad = type->requiresGrad().value_or(false);
+  return result;
+}
+
+std::optional<ir::ArgValue> constant_arg(const c10::IValue& value) {
+  if (value.isNone()) return ir::NoneArg{};
+  if (value.isBool()) return value.toBool();
+  if (value.isInt()) return value.toInt();
+  if (value.isDouble()) return value.toDouble();
+  if (value.isString()) return value.toStringRef();
+  if (value.isDevice()) return value.toDevice();
+  if (value.isIntList()) return value.toIntVector();
+  if (value.isDoubleList()) return value.toDoubleVector();
+  if (value.isBoolList()) {
+    std::vector<bool> bools;
+    for (bool b : value.toBoolList()) bools.push_back(b);
+    return bools;
+  }
+  return std::nullopt;
+}
+
+class Importer {
+ public:
+  explicit Importer(const std::vector<InputBinding>& bindings) : bindings_(bindings) {}
+
+  ir::Graph run(const torch::jit::Graph& source) {
+    if (source.inputs().size() != bindings_.size()) {
+      throw Error::mismatch("capture: traced graph inputs", std::to_string(bindings_.size()),
+                            std::to_string(source.inputs().size()));
+    }
+    for (std::size_t i = 0; i < source.inputs().size(); ++i) {
+      const Value* input = source.inputs()[i];
+      int id = graph_.add_value(tensor_type(input, nullptr), bindings_[i].role, bindings_[i].name);
+      graph_.inputs.push_back(id);
+      slots_[input] = TensorSlot{id};
+    }
+    for (const Node* node : source.nodes()) import_node(node);
+    import_outputs(source);
+    return std::move(graph_);
+  }
+
+ private:
+  const Slot& slot(const Value* value, const Node* user) {
+    auto it = slots_.find(value);
+    if (it == slots_.end()) {
+      throw Error(fmt::format("capture: %{} used by `{}` was never defined", value->debugName(), where(user)));
+    }
+    return it->second;
+  }
+
+  void import_node(const Node* node) {
+    auto kind = node->kind();
+    if (kind == c10::prim::Constant) return import_constant(node);
+    if (kind == c10::prim::ListConstruct) return import_list(node);
+    if (kind == c10::prim::ListUnpack) return import_list_unpack(node);
+    if (kind == c10::prim::TupleConstruct) return import_tuple(node);
+    if (kind == c10::prim::TupleUnpack) return import_tuple_unpack(node);
+    if (node->maybeSchema() == nullptr) {
+      throw Error(fmt::format(
+          "capture: `{}` is not an ATen operator with a schema; Zenith cannot compile it (it runs eagerly)", where(node)));
+    }
+    import_op(node);
+  }
+
+  void import_constant(const Node* node) {
+    const Value* out = node->output();
+    auto value = torch::jit::toIValue(out);
+    if (!value) throw Error(fmt::format("capture: cannot read the constant `{}`", where(node)));
+    if (value->isTensor()) {
+      auto tensor = value->toTensor();
+      int id = graph_.add_value(ir::TensorType{}, ir::ValueRole::Constant);
+      graph_.value(id).type = [&] {
+        ir::TensorType t;
+        t.dtype = tensor.scalar_type();
+        t.sizes = tensor.sizes().vec();
+        t.strides = tensor.strides().vec();
+        t.device = tensor.device();
+        return t;
+      }();
+      graph_.constants[id] = tensor;
+      slots_[out] = TensorSlot{id};
+      return;
+    }
+    auto arg = constant_arg(*value);
+    if (!arg) throw Error(fmt::format("capture: unsupported constant `{}`", where(node)));
+    slots_[out] = ConstantSlot{*arg};
+  }
+
+  void import_list(const Node* node) {
+    std::vector<const Slot*> elements;
+    for (const Value* input : node->inputs()) elements.push_back(&slot(input, node));
+    bool all_constant = true, all_tensor_or_none = true;
+    for (const Slot* element : elements) {
+      const auto* constant = std::get_if<ConstantSlot>(element);
+      all_constant &= constant != nullptr;
+      all_tensor_or_none &= std::holds_alternative<TensorSlot>(*element) ||
+                            (constant && std::holds_alternative<ir::NoneArg>(constant->value));
+    }
+    auto element_kind = node->output()->type()->castRaw<c10::ListType>()->getElementType()->kind();
+    bool tensor_list = element_kind == c10::TypeKind::TensorType || element_kind == c10::TypeKind::OptionalType;
+    if (tensor_list && all_tensor_or_none) {
+      ListSlot list;
+      for (const Slot* element : elements) {
+        if (const auto* tensor = std::get_if<TensorSlot>(element)) list.ids.emplace_back(tensor->id);
+        else list.ids.emplace_back(std::nullopt);
+      }
+      slots_[node->output()] = list;
+      return;
+    }
+    if (all_constant) {
+      slots_[node->output()] = ConstantSlot{constant_list(elements, element_kind, node)};
+      return;
+    }
+    throw Error(fmt::format("capture: the list `{}` mixes values computed at run time; Zenith needs constant "
+                            "scalars or tensors",
+                            where(node)));
+  }
+
+  ir::ArgValue constant_list(const std::vector<const Slot*>& elements, c10::TypeKind kind, const Node* node) {
+    auto item = [&](std::size_t i) -> const ir::ArgValue& { return std::get<ConstantSlot>(*elements[i]).value; };
+    if (kind == c10::TypeKind::IntType || kind == c10::TypeKind::SymIntType) {
+      std::vector<std::int64_t> ints;
+      for (std::size_t i = 0; i < elements.size(); ++i) ints.push_back(std::get<std::int64_t>(item(i)));
+      return ints;
+    }
+    if (kind == c10::TypeKind::FloatType) {
+      std::vector<double> doubles;
+      for (std::size_t i = 0; i < elements.size(); ++i) doubles.push_back(std::get<double>(item(i)));
+      return doubles;
+    }
+    if (kind == c10::TypeKind::BoolType) {
+      std::vector<bool> bools;
+      for (std::size_t i = 0; i < elements.size(); ++i) bools.push_back(std::get<bool>(item(i)));
+      return bools;
+    }
+    throw Error(fmt::format("capture: unsupported constant list `{}`", where(node)));
+  }
+
+  void import_list_unpack(const Node* node) {
+    const Slot& source = slot(node->input(), node);
+    if (const auto* pending = std::get_if<PendingListSlot>(&source)) {
+      auto& producer = graph_.nodes[pending->node_index];
+      for (const Value* out : node->outputs()) {
+        int id = graph_.add_value(tensor_type(out, node), ir::ValueRole::Intermediate);
+        producer.outputs.push_back(id);
+        slots_[out] = TensorSlot{id};
+      }
+      producer.list_output = true;
+      unpacked_.push_back(node->input());
+      return;
+    }
+    if (const auto* list = std::get_if<ListSlot>(&source)) {
+      for (std::size_t i = 0; i < node->outputs().size(); ++i) {
+        if (!list->ids.at(i)) throw Error(fmt::format("capture: `{}` unpacks a None", where(node)));
+        slots_[node->outputs()[i]] = TensorSlot{*list->ids[i]};
+      }
+      return;
+    }
+    throw Error(fmt::format("capture: `{}` unpacks something that is not a tensor list", where(node)));
+  }
+
+  void import_tuple(const Node* node) {
+    auto tuple = std::make_shared<TupleSlot>();
+    for (const Value* input : node->inputs()) tuple->elements.push_back(slot(input, node));
+    slots_[node->output()] = tuple;
+  }
+
+  void import_tuple_unpack(const Node* node) {
+    const auto* tuple = std::get_if<std::shared_ptr<TupleSlot>>(&slot(node->input(), node));
+    if (!tuple) throw Error(fmt::format("capture: `{}` unpacks something that is not a tuple", where(node)));
+    for (std::size_t i = 0; i < node->outputs().size(); ++i) slots_[node->outputs()[i]] = (*tuple)->elements.at(i);
+  }
+
+  ir::ArgValue argument(const Value* value, const Node* node) {
+    const Slot& s = slot(value, node);
+    if (const auto* tensor = std::get_if<TensorSlot>(&s)) return ir::ValueRef{tensor->id};
+    if (const auto* constant = std::get_if<ConstantSlot>(&s)) return constant->value;
+    if (const auto* list = std::get_if<ListSlot>(&s)) return ir::ValueListRef{list->ids};
+    throw Error(fmt::format("capture: `{}` takes %{}, a tensor list Zenith has not unpacked; write the op so that "
+                            "the list is indexed first",
+                            where(node), value->debugName()));
+  }
+
+  void import_op(const Node* node) {
+    const auto& schema = node->schema();
+    ir::Node out;
+    out.op = schema.name();
+    out.overload = schema.overload_name();
+    if (node->inputs().size() != schema.arguments().size()) {
+      throw Error(fmt::format("capture: `{}` has {} inputs but its schema {} arguments", where(node),
+                              node->inputs().size(), schema.arguments().size()));
+    }
+    for (std::size_t i = 0; i < node->inputs().size(); ++i) {
+      out.args.push_back(ir::Argument{schema.arguments()[i].name(), argument(node->inputs()[i], node)});
+    }
+    std::size_t index = graph_.nodes.size();
+    for (const Value* result : node->outputs()) {
+      auto kind = result->type()->kind();
+      if (kind == c10::TypeKind::TensorType) {
+        int id = graph_.add_value(tensor_type(result, node), ir::ValueRole::Intermediate);
+        out.outputs.push_back(id);
+        slots_[result] = TensorSlot{id};
+      } else if (kind == c10::TypeKind::ListType && node->outputs().size() == 1) {
+        slots_[result] = PendingListSlot{index};
+      } else if (result->uses().empty()) {
+        throw Error(fmt::format("capture: `{}` returns a {} Zenith cannot hold", where(node), result->type()->str()));
+      } else {
+        throw Error(fmt::format("capture: `{}` computes a {} at run time; Zenith captures tensors only (a size read "
+                                "inside forward with a tensor op, for example)",
+                                where(node), result->type()->str()));
+      }
+    }
+    graph_.nodes.push_back(std::move(out));
+  }
+
+  void flatten_output(const Slot& s, ir::OutputStructure& structure, const std::string& what) {
+    if (const auto* tensor = std::get_if<TensorSlot>(&s)) {
+      structure.kind = ir::OutputStructure::Kind::Tensor;
+      structure.index = static_cast<int>(graph_.outputs.size());
+      graph_.outputs.push_back(tensor->id);
+      return;
+    }
+    if (const auto* tuple = std::get_if<std::shared_ptr<TupleSlot>>(&s)) {
+      structure.kind = ir::OutputStructure::Kind::Tuple;
+      for (const auto& element : (*tuple)->elements) {
+        structure.elements.emplace_back();
+        flatten_output(element, structure.elements.back(), what);
+      }
+      return;
+    }
+    if (const auto* list = std::get_if<ListSlot>(&s)) {
+      structure.kind = ir::OutputStructure::Kind::List;
+      for (const auto& id : list->ids) {
+        if (!id) throw Error("capture: forward returns a list holding None");
+        structure.elements.emplace_back();
+        flatten_output(TensorSlot{*id}, structure.elements.back(), what);
+      }
+      return;
+    }
+    throw Error("capture: forward returns " + what + "; Zenith supports a Tensor, a tuple or a list of tensors");
+  }
+
+  void import_outputs(const torch::jit::Graph& source) {
+    if (source.outputs().size() == 1) {
+      flatten_output(slot(source.outputs()[0], source.return_node()), graph_.output_structure, "something else");
+      return;
+    }
+    graph_.output_structure.kind = ir::OutputStructure::Kind::Tuple;
+    for (const Value* out : source.outputs()) {
+      graph_.output_structure.elements.emplace_back();
+      flatten_output(slot(out, source.return_node()), graph_.output_structure.elements.back(), "something else");
+    }
+  }
+
+  const std::vector<InputBinding>& bindings_;
+  ir::Graph graph_;
+  std::unordered_map<const Value*, Slot> slots_;
+  std::vector<const Value*> unpacked_;
+};
+
+}  // namespace
+
+ir::Graph import_torchscript(const std::shared_ptr<torch::jit::Graph>& graph, const std::vector<InputBinding>& inputs) {
+  return Importer(inputs).run(*graph);
+}
+
+}  // namespace zenith::capture

@@ -1,0 +1,103 @@
+#include "capture/tracer_capture.h"
+
+#include <set>
+
+#include <ATen/record_function.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+
+#include "capture/torchscript_import.h"
+#include "zenith/error.h"
+
+namespace zenith::capture {
+namespace {
+
+// Ops that copy tensor data into a C++ value (`.item()`, `at::equal`). The tracer records none of
+// them, yet the forward may branch or size tensors on the value: such a trace holds only for this
+// call's data and must not be replayed. A thread-local observer on the dispatcher sees them.
+bool reads_data_into_cpp(const char* op) {
+  static const std::set<std::string> ops = {"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero",
+                                            "aten::equal"};
+  return ops.count(op) > 0;
+}
+
+class DataReadDetector {
+ public:
+  DataReadDetector() {
+    seen().clear();
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&DataReadDetector::on_op).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~DataReadDetector() { at::removeCallback(handle_); }
+  DataReadDetector(const DataReadDetector&) = delete;
+  DataReadDetector& operator=(const DataReadDetector&) = delete;
+
+  /// The first data-reading op seen on this thread since construction, or empty.
+  std::string first() const { return seen(); }
+
+ private:
+  static std::string& seen() {
+    thread_local std::string op;
+    return op;
+  }
+  static std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
+    if (seen().empty() && reads_data_into_cpp(fn.name())) seen() = fn.name();
+    return nullptr;
+  }
+  at::CallbackHandle handle_;
+};
+
+}  // namespace
+
+Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c10::IValue>& args,
+                        const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  Capture capture;
+  torch::jit::Stack trace_inputs;
+  std::vector<InputBinding> bindings;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].isTensor()) continue;
+    capture.tensor_arg_positions.push_back(static_cast<int>(i));
+    trace_inputs.push_back(args[i]);
+    bindings.push_back({ir::ValueRole::Input, "arg" + std::to_string(i)});
+  }
+  for (const auto& [name, tensor] : state) {
+    trace_inputs.push_back(tensor);
+    bindings.push_back({ir::ValueRole::Parameter, name});
+  }
+  const std::size_t tensor_args = capture.tensor_arg_positions.size();
+
+  auto traced = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+    // The tracer hands back the same tensors with trace values attached; put them back in place
+    // among the non-tensor arguments.
+    std::vector<c10::IValue> call_args = args;
+    for (std::size_t k = 0; k < tensor_args; ++k) call_args[capture.tensor_arg_positions[k]] = inputs[k];
+    return {access.forward(call_args)};
+  };
+  DataReadDetector data_reads;
+  auto [tracing_state, outputs] = torch::jit::tracer::trace(
+      std::move(trace_inputs), traced, [](const at::Tensor&) { return std::string(); },
+      /*strict=*/false, /*force_outplace=*/false);
+  capture.result = outputs.size() == 1 ? outputs[0] : c10::IValue(c10::ivalue::Tuple::create(outputs));
+  if (auto op = data_reads.first(); !op.empty()) {
+    capture.unsupported = "the forward depends on tensor data the trace cannot see (it called " + op +
+                          ", reading a tensor into a C++ value); a plan would hold only for this call's "
+                          "values, so this signature runs eagerly";
+    return capture;
+  }
+  auto graph = tracing_state->graph;
+  torch::jit::Inline(*graph);
+  // Turn in-place ops on fresh values into their functional forms where that is provably safe;
+  // what remains mutates memory the caller can see and runs as written.
+  torch::jit::RemoveTensorMutation(graph);
+  torch::jit::EliminateDeadCode(graph);
+  try {
+    capture.graph = import_torchscript(graph, bindings);
+  } catch (const Error& error) {
+    capture.unsupported = error.what();
+  }
+  return capture;
+}
+
+}  // namespace zenith::capture

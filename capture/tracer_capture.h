@@ -1,0 +1,36 @@
+// Capture through the LibTorch tracer: one eager forward, recorded, converted to the IR.
+// Kept behind this one function so another capture (dispatcher-level) can replace it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "core/graph.h"
+#include "zenith/compile.h"
+
+namespace zenith::capture {
+
+/// A captured forward.
+struct Capture {
+  /// The IR: inputs are the tensor arguments (role Input) then the state (role Parameter). Empty
+  /// when `unsupported` is set.
+  ir::Graph graph;
+  /// Why the trace could not become IR (an untraceable construct), or empty.
+  std::string unsupported;
+  /// What the traced forward returned: this call's result.
+  c10::IValue result;
+  /// Positions in the call's argument list of the tensor arguments, in graph input order.
+  std::vector<int> tensor_arg_positions;
+};
+
+/// Runs `access.forward(args)` once under the tracer with `state` (the live parameters and buffers)
+/// as extra graph inputs, and converts the trace. Non-tensor arguments are baked in as constants.
+/// Exceptions thrown by forward itself propagate unchanged; a trace the IR cannot hold sets
+/// `unsupported` (the result is still this call's).
+Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c10::IValue>& args,
+                        const std::vector<std::pair<std::string, at::Tensor>>& state);
+
+}  // namespace zenith::capture

@@ -1,0 +1,89 @@
+// Options and reports of zenith::compile: plain data, no LibTorch headers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zenith {
+
+/// How much Zenith writes to stderr.
+enum class LogLevel { Debug = 0, Info = 1, Warn = 2, Error = 3, Off = 4 };
+
+/// Options of zenith::compile. Environment variables override some of them (named per field).
+struct CompileOptions {
+  /// Backend names in priority order ("cpu", "example", ...); only these are used. Empty: every
+  /// plugin found, by its default priority. Overridden by ZENITH_BACKENDS=name,name.
+  std::vector<std::string> backends;
+  /// Plugin files or folders searched before ZENITH_PLUGIN_PATH, the install folder and the folder
+  /// of libzenith.
+  std::vector<std::string> plugin_paths;
+  /// Folder for JSON trace dumps, one per new plan; empty writes none. Overridden by ZENITH_DUMP_DIR.
+  std::string dump_dir;
+  /// Runs the eager module beside the first `verify_calls` calls served by a plan and throws a
+  /// zenith::Error when an output differs by more than atol + rtol * |eager|.
+  int verify_calls = 0;
+  /// Relative tolerance of verify.
+  double verify_rtol = 1e-5;
+  /// Absolute tolerance of verify.
+  double verify_atol = 1e-6;
+  /// Log threshold. Overridden by ZENITH_LOG=debug|info|warn|error|off.
+  LogLevel log_level = LogLevel::Warn;
+  /// Plans kept per compiled module (least recently used evicted first). At least 1.
+  std::size_t plan_cache_size = 16;
+  /// Runs every call eagerly. Overridden by ZENITH_DISABLE=1.
+  bool disable = false;
+  /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
+  /// eagerly and log why once. When false, throw a zenith::Error instead.
+  bool fallback_to_eager = true;
+  /// Name used in logs and dump file names.
+  std::string name = "module";
+  /// Largest tensor constant, in bytes, whose data a dump writes (larger ones are written as
+  /// metadata and cannot be replayed).
+  std::size_t dump_constant_limit = 1 << 20;
+};
+
+/// Statistics of one pass run.
+struct PassReport {
+  std::string name;                          ///< the pass
+  std::int64_t nodes_before = 0;             ///< nodes when it started
+  std::int64_t nodes_after = 0;              ///< nodes when it finished
+  double milliseconds = 0;                   ///< wall time
+  std::map<std::string, std::int64_t> counters;  ///< pass-specific counts (e.g. "folded")
+};
+
+/// What happened when one signature was compiled.
+struct CompileReport {
+  std::string signature;                     ///< the signature, readable
+  std::int64_t nodes_captured = 0;           ///< nodes in the captured graph
+  std::int64_t nodes_final = 0;              ///< nodes after the passes
+  std::vector<PassReport> passes;            ///< per pass, in order
+  std::int64_t groups = 0;                   ///< kernels the plan launches
+  std::int64_t host_nodes = 0;               ///< view nodes the host runs itself (no kernel)
+  std::map<std::string, std::int64_t> nodes_per_backend;  ///< IR nodes each backend runs
+  std::int64_t kernels_compiled = 0;         ///< kernels compiled by backends for this plan
+  std::int64_t kernel_cache_hits = 0;        ///< kernels a backend served from its cache
+  double capture_ms = 0;                     ///< tracing and import
+  double passes_ms = 0;                      ///< all passes
+  double backend_ms = 0;                     ///< partitioning and kernel compilation
+  double total_ms = 0;                       ///< everything
+  bool eager_fallback = false;               ///< the signature runs eagerly
+  std::string fallback_reason;               ///< why, when it does
+  std::string dump_path;                     ///< the JSON dump written, or empty
+  /// A multi-line human-readable summary.
+  std::string to_string() const;
+};
+
+/// Plan cache counters of one compiled module.
+struct CacheStats {
+  std::int64_t hits = 0;         ///< calls served by a cached plan
+  std::int64_t misses = 0;       ///< calls that captured a new signature
+  std::int64_t evictions = 0;    ///< plans dropped to respect plan_cache_size
+  std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, gradients, fallback)
+  std::size_t size = 0;          ///< plans cached now
+  std::size_t capacity = 0;      ///< plan_cache_size
+};
+
+}  // namespace zenith
