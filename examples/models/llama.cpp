@@ -1,0 +1,214 @@
+#include "models/llama.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "models/mask_value.h"
+
+namespace zenith::models {
+
+namespace {
+
+torch::nn::Linear linear_no_bias(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// [..., d] -> [..., d] with halves (a, b) turned into (-b, a): the rotation pairs dimension i with
+// i + d/2 (the Hugging Face layout), not adjacent dimensions as in the original RoPE paper.
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  torch::Tensor x1 = x.narrow(-1, 0, half);
+  torch::Tensor x2 = x.narrow(-1, half, half);
+  return torch::cat({-x2, x1}, -1);
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
+// [B, kv_heads, S, D] -> [B, kv_heads * n_rep, S, D], each KV head repeated for the n_rep query heads
+// that share it (query head h uses KV head h / n_rep). expand is a view, so only the final reshape
+// copies.
+torch::Tensor repeat_kv(const torch::Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const int64_t b = x.size(0), kv = x.size(1), s = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({b, kv, n_rep, s, d}).reshape({b, kv * n_rep, s, d});
+}
+
+}  // namespace
+
+LlamaConfig LlamaConfig::small() {
+  LlamaConfig c;
+  c.vocab_size = 256;
+  c.hidden_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.intermediate_size = 172;
+  c.rope_theta = 10000.0;
+  c.rms_norm_eps = 1e-5;
+  c.max_position_embeddings = 128;
+  return c;
+}
+
+LlamaConfig LlamaConfig::tinyllama() { return LlamaConfig{}; }
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(torch::Tensor x) {
+  // Spelled out (pow, mean, add, rsqrt, mul, mul) on purpose: this is the pattern a fusion pass is
+  // expected to recognise, so it must not be replaced by a fused kernel here.
+  torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * torch::rsqrt(variance + eps_) * weight;
+}
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config)
+    : num_heads_(config.num_heads), num_kv_heads_(config.num_kv_heads), head_dim_(config.head_dim()) {
+  q_proj = register_module("q_proj", linear_no_bias(config.hidden_size, num_heads_ * head_dim_));
+  k_proj = register_module("k_proj", linear_no_bias(config.hidden_size, num_kv_heads_ * head_dim_));
+  v_proj = register_module("v_proj", linear_no_bias(config.hidden_size, num_kv_heads_ * head_dim_));
+  o_proj = register_module("o_proj", linear_no_bias(num_heads_ * head_dim_, config.hidden_size));
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::forward(
+    torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask, torch::Tensor past_k,
+    torch::Tensor past_v) {
+  const int64_t batch = x.size(0);
+  const int64_t seq_len = x.size(1);
+  torch::Tensor q = q_proj->forward(x).view({batch, seq_len, num_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor k = k_proj->forward(x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor v = v_proj->forward(x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
+
+  // Rotate before caching: cached keys then already carry their absolute positions and never need
+  // to be touched again.
+  q = apply_rotary(q, cos, sin);
+  k = apply_rotary(k, cos, sin);
+  torch::Tensor new_k = torch::cat({past_k, k}, /*dim=*/2);
+  torch::Tensor new_v = torch::cat({past_v, v}, /*dim=*/2);
+
+  const int64_t n_rep = num_heads_ / num_kv_heads_;
+  torch::Tensor keys = repeat_kv(new_k, n_rep);
+  torch::Tensor values = repeat_kv(new_v, n_rep);
+
+  torch::Tensor scores =
+      torch::matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  torch::Tensor probs = torch::softmax(scores + mask, -1);
+  torch::Tensor out =
+      torch::matmul(probs, values).transpose(1, 2).reshape({batch, seq_len, num_heads_ * head_dim_});
+  return {o_proj->forward(out), new_k, new_v};
+}
+
+LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) {
+  w1 = register_module("w1", linear_no_bias(config.hidden_size, config.intermediate_size));
+  w2 = register_module("w2", linear_no_bias(config.intermediate_size, config.hidden_size));
+  w3 = register_module("w3", linear_no_bias(config.hidden_size, config.intermediate_size));
+}
+
+torch::Tensor LlamaMlpImpl::forward(torch::Tensor x) {
+  return w2->forward(torch::silu(w1->forward(x)) * w3->forward(x));
+}
+
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config) {
+  attention_norm = register_module("attention_norm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+  attention = register_module("attention", LlamaAttention(config));
+  mlp_norm = register_module("mlp_norm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+  mlp = register_module("mlp", LlamaMlp(config));
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaDecoderLayerImpl::forward(
+    torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask, torch::Tensor past_k,
+    torch::Tensor past_v) {
+  // Pre-norm: the residual stream itself is never normalized, only what each sublayer reads.
+  auto [attn, new_k, new_v] = attention->forward(attention_norm->forward(x), cos, sin, mask, past_k, past_v);
+  x = x + attn;
+  x = x + mlp->forward(mlp_norm->forward(x));
+  return {x, new_k, new_v};
+}
+
+LlamaImpl::LlamaImpl(LlamaConfig config) : config_(std::move(config)) {
+  TORCH_CHECK(config_.num_heads > 0 && config_.hidden_size % config_.num_heads == 0, "Llama: hidden_size ",
+              config_.hidden_size, " is not divisible by num_heads ", config_.num_heads);
+  TORCH_CHECK(config_.num_kv_heads > 0 && config_.num_heads % config_.num_kv_heads == 0, "Llama: num_heads ",
+              config_.num_heads, " is not a multiple of num_kv_heads ", config_.num_kv_heads);
+  TORCH_CHECK(config_.head_dim() % 2 == 0, "Llama: rotary embeddings need an even head_dim, got ",
+              config_.head_dim());
+  TORCH_CHECK(config_.num_layers > 0 && config_.vocab_size > 0 && config_.intermediate_size > 0 &&
+                  config_.max_position_embeddings > 0,
+              "Llama: sizes must be positive");
+  embed_tokens =
+      register_module("embed_tokens", torch::nn::Embedding(config_.vocab_size, config_.hidden_size));
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    layers->push_back(LlamaDecoderLayer(config_));
+  }
+  register_module("layers", layers);
+  norm = register_module("norm", RMSNorm(config_.hidden_size, config_.rms_norm_eps));
+  lm_head = register_module("lm_head", linear_no_bias(config_.hidden_size, config_.vocab_size));
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaImpl::forward(torch::Tensor tokens,
+                                                                           torch::Tensor past_k,
+                                                                           torch::Tensor past_v) {
+  TORCH_CHECK(tokens.dim() == 2, "Llama: expected tokens [B, T], got ", tokens.sizes());
+  TORCH_CHECK(past_k.dim() == 5, "Llama: expected past_k [layers, B, kv_heads, past, head_dim], got ",
+              past_k.sizes());
+  TORCH_CHECK(past_v.sizes() == past_k.sizes(), "Llama: past_v ", past_v.sizes(),
+              " must have the shape of past_k ", past_k.sizes());
+  const int64_t batch = tokens.size(0);
+  const int64_t seq_len = tokens.size(1);
+  const int64_t past_len = past_k.size(3);
+  TORCH_CHECK(past_k.size(0) == config_.num_layers && past_k.size(1) == batch &&
+                  past_k.size(2) == config_.num_kv_heads && past_k.size(4) == config_.head_dim(),
+              "Llama: past_k has shape ", past_k.sizes(), ", expected [", config_.num_layers, ", ", batch,
+              ", ", config_.num_kv_heads, ", past, ", config_.head_dim(), "]");
+  TORCH_CHECK(past_len + seq_len <= config_.max_position_embeddings, "Llama: position ",
+              past_len + seq_len - 1, " is beyond max_position_embeddings ", config_.max_position_embeddings);
+
+  torch::Tensor x = embed_tokens->forward(tokens);
+
+  // Rotary tables are computed in float32 for these positions only, then cast: in half precision the
+  // angles of late positions would lose most of their fractional part.
+  const int64_t head_dim = config_.head_dim();
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(tokens.device());
+  // reciprocal() rather than `1.0 / ...`, which LibTorch expands to in-place ops (empty_like/fill_/div_).
+  torch::Tensor inv_freq =
+      torch::pow(config_.rope_theta, torch::arange(0, head_dim, 2, f32) / static_cast<double>(head_dim))
+          .reciprocal();
+  torch::Tensor positions = torch::arange(past_len, past_len + seq_len, f32);
+  torch::Tensor angles = torch::outer(positions, inv_freq);  // [T, head_dim / 2]
+  torch::Tensor emb = torch::cat({angles, angles}, -1);      // [T, head_dim], matching rotate_half
+  torch::Tensor cos = emb.cos().to(x.scalar_type());
+  torch::Tensor sin = emb.sin().to(x.scalar_type());
+
+  // [T, past + T] additive mask. Query i sits at absolute position past + i and may see keys
+  // 0 .. past + i, so the entries with key index j > past + i are masked: the strict upper triangle
+  // shifted right by past.
+  torch::Tensor mask =
+      torch::full({seq_len, past_len + seq_len}, detail::mask_fill_value(x.scalar_type()), x.options())
+          .triu(past_len + 1);
+
+  std::vector<torch::Tensor> new_ks, new_vs;
+  new_ks.reserve(layers->size());
+  new_vs.reserve(layers->size());
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    auto [out, k, v] = layers[i]->as<LlamaDecoderLayer>()->forward(x, cos, sin, mask, past_k.select(0, i),
+                                                                   past_v.select(0, i));
+    x = out;
+    new_ks.push_back(k);
+    new_vs.push_back(v);
+  }
+  torch::Tensor logits = lm_head->forward(norm->forward(x));
+  return {logits, torch::stack(new_ks, 0), torch::stack(new_vs, 0)};
+}
+
+std::tuple<torch::Tensor, torch::Tensor> empty_cache(const LlamaConfig& config, int64_t batch,
+                                                     const torch::TensorOptions& options) {
+  std::vector<int64_t> shape{config.num_layers, batch, config.num_kv_heads, 0, config.head_dim()};
+  return {torch::zeros(shape, options), torch::zeros(shape, options)};
+}
+
+}  // namespace zenith::models

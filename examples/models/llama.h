@@ -1,0 +1,118 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <tuple>
+
+namespace zenith::models {
+
+struct LlamaConfig {
+  int64_t vocab_size = 32000;
+  int64_t hidden_size = 2048;
+  int64_t num_layers = 22;
+  int64_t num_heads = 32;
+  int64_t num_kv_heads = 4;  // fewer than num_heads: grouped-query attention
+  int64_t intermediate_size = 5632;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  int64_t max_position_embeddings = 2048;
+
+  int64_t head_dim() const { return hidden_size / num_heads; }
+
+  static LlamaConfig small();
+  static LlamaConfig tinyllama();  // TinyLlama-1.1B
+};
+
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+
+  // x: [..., dim] -> [..., dim], each row scaled to unit root-mean-square, then by weight.
+  torch::Tensor forward(torch::Tensor x);
+
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+class LlamaAttentionImpl : public torch::nn::Module {
+ public:
+  explicit LlamaAttentionImpl(const LlamaConfig& config);
+
+  // x: [B, T, H]; cos, sin: [T, head_dim]; mask: additive, broadcastable to [B, heads, T, past + T];
+  // past_k, past_v: [B, kv_heads, past, head_dim]
+  // -> (output [B, T, H], new_k, new_v [B, kv_heads, past + T, head_dim])
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(torch::Tensor x, torch::Tensor cos,
+                                                                  torch::Tensor sin, torch::Tensor mask,
+                                                                  torch::Tensor past_k, torch::Tensor past_v);
+
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t num_heads_;
+  int64_t num_kv_heads_;
+  int64_t head_dim_;
+};
+TORCH_MODULE(LlamaAttention);
+
+class LlamaMlpImpl : public torch::nn::Module {
+ public:
+  explicit LlamaMlpImpl(const LlamaConfig& config);
+
+  // x: [..., H] -> [..., H], computing w2(silu(w1 x) * w3 x).
+  torch::Tensor forward(torch::Tensor x);
+
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+TORCH_MODULE(LlamaMlp);
+
+class LlamaDecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit LlamaDecoderLayerImpl(const LlamaConfig& config);
+
+  // Arguments and results as for LlamaAttention.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(torch::Tensor x, torch::Tensor cos,
+                                                                  torch::Tensor sin, torch::Tensor mask,
+                                                                  torch::Tensor past_k, torch::Tensor past_v);
+
+  RMSNorm attention_norm{nullptr};
+  LlamaAttention attention{nullptr};
+  RMSNorm mlp_norm{nullptr};
+  LlamaMlp mlp{nullptr};
+};
+TORCH_MODULE(LlamaDecoderLayer);
+
+class LlamaImpl : public torch::nn::Module {
+ public:
+  explicit LlamaImpl(LlamaConfig config);
+
+  // tokens: int64 [B, T]; past_k, past_v: float [num_layers, B, kv_heads, past, head_dim], past may be 0
+  // -> (logits [B, T, vocab], new_k, new_v [num_layers, B, kv_heads, past + T, head_dim]).
+  // The new tokens sit at positions past .. past + T - 1.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor past_k,
+                                                                  torch::Tensor past_v);
+
+  const LlamaConfig& config() const { return config_; }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers;
+  RMSNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+
+ private:
+  LlamaConfig config_;
+};
+TORCH_MODULE(Llama);
+
+// Zero-length (past = 0) key and value caches for the first forward call.
+std::tuple<torch::Tensor, torch::Tensor> empty_cache(const LlamaConfig& config, int64_t batch,
+                                                     const torch::TensorOptions& options = torch::kFloat32);
+
+}  // namespace zenith::models

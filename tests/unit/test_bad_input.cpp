@@ -1,0 +1,140 @@
+// Bad input: a clear zenith::Error that says what was expected and what came, and a compiled
+// module that stays usable afterwards.
+#include <gtest/gtest.h>
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+std::string message_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BadInput, WrongDtypeNamesExpectedAndGotAndTheModuleStaysUsable) {
+  torch::NoGradGuard no_grad;
+  torch::nn::Linear model(4, 2);
+  auto fast = compile(model);
+  auto good = torch::randn({3, 4});
+  fast(good);
+  auto message = message_of([&] { fast(torch::randint(0, 5, {3, 4}, torch::kLong)); });
+  EXPECT_NE(message.find("forward raised while Zenith captured it"), std::string::npos) << message;
+  EXPECT_NE(message.find("dtype float32 -> int64"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected a call like the last one that worked"), std::string::npos) << message;
+  EXPECT_TRUE(torch::allclose(fast(good), model->forward(good), 1e-5, 1e-6));
+}
+
+TEST(BadInput, WrongRankNamesTheSizes) {
+  torch::NoGradGuard no_grad;
+  torch::nn::Linear model(4, 2);
+  auto fast = compile(model);
+  fast(torch::randn({3, 4}));
+  auto message = message_of([&] { fast(torch::randn({3, 5})); });
+  EXPECT_NE(message.find("sizes [3, 4] -> [3, 5]"), std::string::npos) << message;
+  EXPECT_EQ(fast.stats().misses, 2);
+  fast(torch::randn({3, 4}));
+  EXPECT_EQ(fast.stats().hits, 1);
+}
+
+TEST(BadInput, UndefinedTensorArgument) {
+  torch::NoGradGuard no_grad;
+  torch::nn::Linear model(4, 2);
+  auto fast = compile(model);
+  auto message = message_of([&] { fast(at::Tensor()); });
+  EXPECT_NE(message.find("argument 0: expected a defined tensor, got an undefined tensor"), std::string::npos) << message;
+}
+
+TEST(BadInput, TorchScriptArityAndNonTensorArguments) {
+  torch::jit::Module scripted("Echo");
+  scripted.define(R"(
+    def forward(self, x, tag: str):
+        return x * 2
+  )");
+  torch::NoGradGuard no_grad;
+  auto fast = compile(scripted);
+  auto arity = message_of([&] { fast({torch::randn({2})}); });
+  EXPECT_NE(arity.find("number of forward arguments: expected 2, got 1"), std::string::npos) << arity;
+  auto kind = message_of([&] { fast({torch::randn({2}), c10::IValue(std::string("hello"))}); });
+  EXPECT_NE(kind.find("argument 1: expected a tensor, bool, int or double, got String"), std::string::npos) << kind;
+}
+
+TEST(BadInput, BadOptionsAreRejectedAtCompile) {
+  CompileOptions options;
+  options.plan_cache_size = 0;
+  auto message = message_of([&] { compile([](at::Tensor x) { return x + 1; }, options); });
+  EXPECT_NE(message.find("plan_cache_size: expected at least 1, got 0"), std::string::npos) << message;
+  CompileOptions negative;
+  negative.verify_rtol = -1;
+  EXPECT_THROW(compile([](at::Tensor x) { return x + 1; }, negative), Error);
+}
+
+// Data-dependent: the length depends on the values, which a trace cannot see. Replaying a plan
+// traced on positive data would give a wrong result on negative data of the same shape.
+at::Tensor data_dependent(at::Tensor x) { return x.narrow(0, 0, x.sum().item<int64_t>() > 0 ? 1 : 2); }
+
+TEST(BadInput, DataDependentForwardRunsEagerlyInsteadOfBakingTheValue) {
+  torch::NoGradGuard no_grad;
+  auto fast = compile(&data_dependent);
+  auto positive = torch::ones({3}), negative = -torch::ones({3});
+  EXPECT_TRUE(torch::equal(fast(positive), data_dependent(positive)));
+  EXPECT_TRUE(torch::equal(fast(negative), data_dependent(negative)));
+  EXPECT_EQ(fast(negative).size(0), 2);
+  auto report = fast.report();
+  EXPECT_TRUE(report.eager_fallback);
+  EXPECT_NE(report.fallback_reason.find("depends on tensor data"), std::string::npos) << report.fallback_reason;
+  CompileOptions strict;
+  strict.fallback_to_eager = false;
+  auto refusing = compile(&data_dependent, strict);
+  EXPECT_THROW(refusing(positive), Error);
+}
+
+TEST(BadInput, AGraphNoBackendAcceptsFallsBackToEagerOrThrows) {
+  torch::NoGradGuard no_grad;
+  auto x = torch::ones({3});
+  CompileOptions nothing;
+  nothing.backends = {"no-such-backend"};
+  auto eager = compile([](at::Tensor t) { return t * 3; }, nothing);
+  EXPECT_TRUE(torch::equal(eager(x), x * 3));
+  auto report = eager.report();
+  EXPECT_TRUE(report.eager_fallback);
+  EXPECT_NE(report.fallback_reason.find("no backend can run node"), std::string::npos) << report.fallback_reason;
+  EXPECT_EQ(eager.stats().eager_calls, 1);
+  nothing.fallback_to_eager = false;
+  auto strict = compile([](at::Tensor t) { return t * 3; }, nothing);
+  auto message = message_of([&] { strict(x); });
+  EXPECT_NE(message.find("cannot compile the call"), std::string::npos) << message;
+  EXPECT_NE(message.find("fallback_to_eager"), std::string::npos) << message;
+}
+
+struct NoisyImpl : torch::nn::Module {
+  torch::nn::Dropout dropout{nullptr};
+  NoisyImpl() { dropout = register_module("dropout", torch::nn::Dropout(0.5)); }
+  torch::Tensor forward(torch::Tensor x) { return dropout(x); }
+};
+TORCH_MODULE(Noisy);
+
+TEST(BadInput, VerifyCatchesAResultThatDiffersFromEager) {
+  torch::NoGradGuard no_grad;
+  Noisy model;
+  model->train();  // dropout draws different masks for the compiled and the eager run
+  CompileOptions options;
+  options.verify_calls = 1;
+  auto fast = compile(model, options);
+  auto x = torch::ones({1000});
+  fast(x);  // capture
+  auto message = message_of([&] { fast(x); });
+  EXPECT_NE(message.find("verify: output 0 differs from eager"), std::string::npos) << message;
+  model->eval();
+  EXPECT_TRUE(torch::equal(fast(x), x));  // verify budget spent; eval is deterministic
+}
+
+}  // namespace
+}  // namespace zenith

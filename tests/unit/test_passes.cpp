@@ -1,0 +1,166 @@
+// Passes: each one's effect on hand-built graphs, and that the result still computes the same.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "core/interpreter.h"
+#include "graph_builders.h"
+#include "passes/common_subexpression_elimination.h"
+#include "passes/constant_folding.h"
+#include "passes/dead_code_elimination.h"
+#include "passes/pass_manager.h"
+
+namespace zenith::passes {
+namespace {
+
+using testing::GraphBuilder;
+using testing::real;
+using testing::scalar;
+using testing::value;
+
+std::vector<at::Tensor> run(const ir::Graph& g, const std::vector<at::Tensor>& inputs) { return ir::interpret(g, inputs); }
+
+void expect_equal_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& inputs) {
+  auto a = run(before, inputs), b = run(after, inputs);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-6, 1e-6)) << "output " << i;
+}
+
+std::int64_t count_op(const ir::Graph& g, const std::string& op) {
+  std::int64_t n = 0;
+  for (const auto& node : g.nodes) n += node.op == op;
+  return n;
+}
+
+TEST(Dce, RemovesUnusedPureNodesOnly) {
+  GraphBuilder b;
+  int x = b.input({4, 4});
+  b.op("aten::exp", "", {value("self", x)});                                   // unused: dropped
+  b.op("aten::dropout", "", {value("self", x), real("p", 0.5), {"train", true}});  // random: kept
+  int y = b.op("aten::relu", "", {value("self", x)});
+  auto g = b.finish({y});
+  PassReport report;
+  DeadCodeElimination().run(g, report);
+  EXPECT_EQ(report.counters["removed"], 1);
+  EXPECT_EQ(count_op(g, "aten::exp"), 0);
+  EXPECT_EQ(count_op(g, "aten::dropout"), 1);
+}
+
+TEST(Dce, KeepsInPlaceWritesToInputs) {
+  GraphBuilder b;
+  int x = b.input({4});
+  int y = b.input({4});
+  b.op("aten::add_", "Tensor", {value("self", x), value("other", y), scalar("alpha", 1)});  // result unused, but x changes
+  int z = b.op("aten::neg", "", {value("self", y)});
+  auto g = b.finish({z});
+  PassReport report;
+  DeadCodeElimination().run(g, report);
+  EXPECT_EQ(count_op(g, "aten::add_"), 1);
+}
+
+TEST(Cse, MergesIdenticalPureNodesTransitively) {
+  GraphBuilder b;
+  int x = b.input({8});
+  int a1 = b.op("aten::sigmoid", "", {value("self", x)});
+  int a2 = b.op("aten::sigmoid", "", {value("self", x)});
+  int b1 = b.op("aten::mul", "Tensor", {value("self", a1), value("other", x)});
+  int b2 = b.op("aten::mul", "Tensor", {value("self", a2), value("other", x)});
+  int out = b.op("aten::sub", "Tensor", {value("self", b1), value("other", b2), scalar("alpha", 1)});
+  auto g = b.finish({out});
+  auto before = g;
+  PassReport report;
+  CommonSubexpressionElimination().run(g, report);
+  EXPECT_EQ(report.counters["merged"], 2);
+  EXPECT_EQ(count_op(g, "aten::sigmoid"), 1);
+  EXPECT_EQ(count_op(g, "aten::mul"), 1);
+  expect_equal_results(before, g, b.example_inputs());
+}
+
+TEST(Cse, DoesNotMergeRandomOpsOrDifferentArguments) {
+  GraphBuilder b;
+  int x = b.input({64});
+  int d1 = b.op("aten::dropout", "", {value("self", x), real("p", 0.5), {"train", true}});
+  int d2 = b.op("aten::dropout", "", {value("self", x), real("p", 0.5), {"train", true}});
+  int s1 = b.op("aten::add", "Scalar", {value("self", x), scalar("other", 1), scalar("alpha", 1)});
+  int s2 = b.op("aten::add", "Scalar", {value("self", x), real("other", 1.0), scalar("alpha", 1)});
+  auto g = b.finish({d1, d2, s1, s2});
+  PassReport report;
+  CommonSubexpressionElimination().run(g, report);
+  EXPECT_EQ(report.counters["merged"], 0);
+}
+
+TEST(Cse, DoesNotMergeReadsAcrossAMutation) {
+  GraphBuilder b;
+  int x = b.input({4});
+  int r1 = b.op("aten::neg", "", {value("self", x)});
+  b.op("aten::mul_", "Scalar", {value("self", x), real("other", 2.0)});
+  int r2 = b.op("aten::neg", "", {value("self", x)});
+  auto g = b.finish({r1, r2});
+  PassReport report;
+  CommonSubexpressionElimination().run(g, report);
+  EXPECT_EQ(report.counters["merged"], 0);
+  EXPECT_EQ(count_op(g, "aten::neg"), 2);
+}
+
+TEST(ConstantFolding, FoldsConstantSubgraphsButNotParameters) {
+  GraphBuilder b;
+  int x = b.input({4, 4});
+  int w = b.parameter({4, 4}, "weight");
+  int c = b.constant(at::ones({4, 4}));
+  int folded1 = b.op("aten::mul", "Scalar", {value("self", c), real("other", 3.0)});
+  int folded2 = b.op("aten::exp", "", {value("self", folded1)});
+  int live = b.op("aten::mul", "Tensor", {value("self", w), value("other", folded2)});  // reads a parameter
+  int out = b.op("aten::add", "Tensor", {value("self", x), value("other", live), scalar("alpha", 1)});
+  auto g = b.finish({out});
+  auto before = g;
+  PassReport report;
+  ConstantFolding().run(g, report);
+  EXPECT_EQ(report.counters["folded"], 2);
+  EXPECT_EQ(count_op(g, "aten::exp"), 0);
+  EXPECT_EQ(g.nodes.size(), 2u);
+  auto inputs = b.example_inputs();
+  expect_equal_results(before, g, inputs);
+  // The parameter stays live: a new weight changes the result.
+  inputs[1] = inputs[1] * 2;
+  expect_equal_results(before, g, inputs);
+}
+
+TEST(ConstantFolding, LeavesRandomAndLargeResultsAlone) {
+  GraphBuilder b;
+  int c = b.constant(at::ones({1024, 1024}));
+  int d = b.op("aten::dropout", "", {value("self", c), real("p", 0.5), {"train", true}});
+  int big = b.op("aten::mul", "Scalar", {value("self", c), real("other", 2.0)});
+  auto g = b.finish({d, big});
+  PassReport report;
+  ConstantFolding(/*max_bytes=*/1024).run(g, report);
+  EXPECT_EQ(report.counters["folded"], 0);
+  EXPECT_EQ(report.counters["too_large"], 1);
+}
+
+TEST(PassManager, ReportsEveryPassAndKeepsResults) {
+  GraphBuilder b;
+  int x = b.input({3, 5});
+  int c = b.constant(at::full({3, 5}, 2.0));
+  int k = b.op("aten::sqrt", "", {value("self", c)});
+  int a1 = b.op("aten::tanh", "", {value("self", x)});
+  int a2 = b.op("aten::tanh", "", {value("self", x)});
+  b.op("aten::cos", "", {value("self", x)});
+  int m = b.op("aten::mul", "Tensor", {value("self", a1), value("other", k)});
+  int out = b.op("aten::add", "Tensor", {value("self", m), value("other", a2), scalar("alpha", 1)});
+  auto g = b.finish({out});
+  auto before = g;
+  auto reports = PassManager::default_pipeline({}).run(g);
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(reports[0].name, "fold_constants");
+  EXPECT_EQ(reports[0].counters["folded"], 1);
+  EXPECT_EQ(reports[1].name, "cse");
+  EXPECT_EQ(reports[1].counters["merged"], 1);
+  EXPECT_EQ(reports[2].name, "dce");
+  EXPECT_EQ(reports[2].counters["removed"], 1);
+  EXPECT_EQ(reports[0].nodes_before, 6);
+  EXPECT_EQ(reports[2].nodes_after, 3);
+  expect_equal_results(before, g, b.example_inputs());
+}
+
+}  // namespace
+}  // namespace zenith::passes

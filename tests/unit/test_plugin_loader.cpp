@@ -1,0 +1,130 @@
+// Plugin loading: the CPU plugin loads from libzenith's folder, broken plugins are skipped with
+// their reason, and compile keeps working when they are on the search path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <torch/torch.h>
+
+#include "core/plugin_loader.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+const PluginCandidate* find_candidate(const std::string& file_fragment) {
+  static std::vector<PluginCandidate> candidates;
+  candidates = plugin_candidates();
+  for (const auto& c : candidates) {
+    if (c.path.find(file_fragment) != std::string::npos) return &c;
+  }
+  return nullptr;
+}
+
+class PluginLoader : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { backends_ = discover_backends({ZENITH_TEST_PLUGIN_DIR, ZENITH_TEST_PLUGIN_DIR "/not-a-plugin.so"}); }
+  static std::vector<const Backend*> backends_;
+};
+std::vector<const Backend*> PluginLoader::backends_;
+
+TEST_F(PluginLoader, CpuPluginLoadsFromTheLibraryFolder) {
+  auto it = std::find_if(backends_.begin(), backends_.end(), [](const Backend* b) { return b->name() == "cpu"; });
+  ASSERT_NE(it, backends_.end());
+  EXPECT_EQ((*it)->priority(), 100);
+  const auto* candidate = find_candidate("libzenith-backend-cpu.so");
+  ASSERT_NE(candidate, nullptr);
+  EXPECT_EQ(candidate->source, "libzenith folder");
+  EXPECT_TRUE(candidate->loaded);
+}
+
+struct BrokenCase {
+  const char* file;
+  const char* reason_fragment;
+};
+
+TEST_F(PluginLoader, BrokenPluginsAreSkippedWithTheirReason) {
+  for (const auto& broken : {BrokenCase{"libzenith-backend-wrongmajor.so", "needs major version 1"},
+                             BrokenCase{"libzenith-backend-noentry.so", "does not export 'zn_plugin_get_api'"},
+                             BrokenCase{"libzenith-backend-initfails.so", "init failed: UNAVAILABLE: simulated"},
+                             BrokenCase{"libzenith-backend-shorttable.so", "lacks the function 'init'"},
+                             BrokenCase{"not-a-plugin.so", "not a loadable shared library"}}) {
+    const auto* candidate = find_candidate(broken.file);
+    ASSERT_NE(candidate, nullptr) << broken.file;
+    EXPECT_FALSE(candidate->loaded) << broken.file;
+    EXPECT_NE(candidate->reason.find(broken.reason_fragment), std::string::npos)
+        << broken.file << ": " << candidate->reason;
+  }
+  for (const auto* backend : backends_) EXPECT_EQ(backend->name(), "cpu") << "only the CPU plugin may load here";
+}
+
+TEST_F(PluginLoader, MissingPathsAndRepeatsAreHandled) {
+  discover_backends({"/no/such/plugin.so", ZENITH_TEST_PLUGIN_DIR});
+  const auto* missing = find_candidate("/no/such/plugin.so");
+  ASSERT_NE(missing, nullptr);
+  EXPECT_EQ(missing->reason, "no such file or folder");
+  auto all = plugin_candidates();
+  auto shorttable = std::count_if(all.begin(), all.end(), [](const PluginCandidate& c) {
+    return c.path.find("shorttable") != std::string::npos;
+  });
+  EXPECT_EQ(shorttable, 1) << "a file seen twice is considered once";
+  EXPECT_THROW(load_backend(ZENITH_TEST_PLUGIN_DIR "/libzenith-backend-wrongmajor.so"), Error);
+}
+
+TEST_F(PluginLoader, CompileWorksWithBrokenPluginsOnThePath) {
+  torch::NoGradGuard no_grad;
+  CompileOptions options;
+  options.plugin_paths = {ZENITH_TEST_PLUGIN_DIR};
+  options.fallback_to_eager = false;
+  auto fast = compile([](at::Tensor x) { return torch::relu(x) * 2; }, options);
+  auto x = torch::randn({5, 3});
+  EXPECT_TRUE(torch::equal(fast(x), torch::relu(x) * 2));
+  EXPECT_EQ(fast.report().nodes_per_backend.at("cpu"), 2);
+}
+
+TEST_F(PluginLoader, BackendOrderPicksAndSkips) {
+  auto example = load_backend(ZENITH_EXAMPLE_PLUGIN_DIR "/libzenith-backend-example.so");
+  EXPECT_EQ(example->name(), "example");
+  EXPECT_EQ(example->priority(), 150);
+  auto all = discover_backends({ZENITH_EXAMPLE_PLUGIN_DIR});
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[0]->name(), "example");  // higher priority first
+  auto only_cpu = order_backends(all, {"cpu"});
+  ASSERT_EQ(only_cpu.size(), 1u);
+  EXPECT_EQ(only_cpu[0]->name(), "cpu");
+  auto reordered = order_backends(all, {"cpu", "nonexistent", "example"});
+  ASSERT_EQ(reordered.size(), 2u);
+  EXPECT_EQ(reordered[0]->name(), "cpu");
+}
+
+TEST_F(PluginLoader, ExamplePluginRunsElementwiseOpsAndCpuTheRest) {
+  torch::NoGradGuard no_grad;
+  CompileOptions options;
+  options.plugin_paths = {ZENITH_EXAMPLE_PLUGIN_DIR};
+  options.fallback_to_eager = false;
+  auto fn = [](at::Tensor x, at::Tensor y) { return torch::softmax(torch::relu(x) * y + x, -1); };
+  auto fast = compile(fn, options);
+  auto x = torch::randn({6, 9}), y = torch::randn({6, 9});
+  fast(x, y);
+  auto got = fast(x, y);
+  EXPECT_TRUE(torch::allclose(got, fn(x, y), 1e-6, 1e-6));
+  auto report = fast.report();
+  EXPECT_EQ(report.nodes_per_backend.at("example"), 3);  // relu, mul, add
+  EXPECT_EQ(report.nodes_per_backend.at("cpu"), 1);      // softmax
+}
+
+TEST_F(PluginLoader, EnvironmentChoosesBackends) {
+  torch::NoGradGuard no_grad;
+  setenv("ZENITH_BACKENDS", "cpu", 1);
+  CompileOptions options;
+  options.plugin_paths = {ZENITH_EXAMPLE_PLUGIN_DIR};
+  auto fast = compile([](at::Tensor x) { return torch::relu(x); }, options);
+  unsetenv("ZENITH_BACKENDS");
+  fast(torch::randn({3}));
+  EXPECT_EQ(fast.report().nodes_per_backend.count("example"), 0u);
+  EXPECT_EQ(fast.report().nodes_per_backend.at("cpu"), 1);
+}
+
+}  // namespace
+}  // namespace zenith
