@@ -117,13 +117,16 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   try {
     capture = capture::capture_forward(access_, args, state);
   } catch (const std::exception& error) {
+    // LibTorch errors carry a C++ backtrace that buries the message; keep the message.
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    std::string what = torch_error ? torch_error->what_without_backtrace() : error.what();
     std::string context = last_signature_
                               ? fmt::format("expected a call like the last one that worked, {}; got {} ({})",
                                             last_signature_->to_string(), report.signature,
                                             signature.describe_change(*last_signature_))
                               : fmt::format("the call was {}", report.signature);
     throw Error(fmt::format("{}: forward raised while Zenith captured it: {}. {}. The compiled module is still usable.",
-                            options_.name, error.what(), context));
+                            options_.name, what, context));
   }
   report.capture_ms = ms_since(start);
   auto entry = std::make_shared<Entry>();

@@ -34,6 +34,8 @@ zn_status* guarded(Body&& body) noexcept {
     return body();
   } catch (const std::bad_alloc&) {
     return fail(ZN_STATUS_OUT_OF_MEMORY, "out of memory");
+  } catch (const c10::Error& error) {
+    return fail(ZN_STATUS_INTERNAL, error.what_without_backtrace());  // the message, not a C++ backtrace
   } catch (const std::exception& error) {
     return fail(ZN_STATUS_INTERNAL, error.what());
   } catch (...) {

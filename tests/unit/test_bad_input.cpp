@@ -44,6 +44,19 @@ TEST(BadInput, WrongRankNamesTheSizes) {
   EXPECT_EQ(fast.stats().hits, 1);
 }
 
+TEST(BadInput, ADeviceNoBackendRunsFallsBackNamingTheDevice) {
+  torch::NoGradGuard no_grad;
+  auto fast = compile([](at::Tensor x) { return x * 2 + 1; });
+  auto meta = torch::empty({3, 4}, torch::kMeta);
+  auto y = fast(meta);
+  EXPECT_EQ(y.device().type(), c10::kMeta);
+  EXPECT_EQ(y.sizes(), meta.sizes());
+  auto report = fast.report();
+  EXPECT_TRUE(report.eager_fallback);
+  EXPECT_NE(report.fallback_reason.find("is on meta; the CPU plugin runs CPU tensors only"), std::string::npos)
+      << report.fallback_reason;
+}
+
 TEST(BadInput, UndefinedTensorArgument) {
   torch::NoGradGuard no_grad;
   torch::nn::Linear model(4, 2);

@@ -197,6 +197,26 @@ TEST(Capture, DisableRunsEager) {
   EXPECT_EQ(fast.stats().misses, 0);
 }
 
+TEST(Capture, EnvironmentDisablesAndDumps) {
+  torch::NoGradGuard no_grad;
+  auto folder = std::filesystem::temp_directory_path() / ("zenith-env-dump-" + std::to_string(::getpid()));
+  setenv("ZENITH_DISABLE", "1", 1);
+  auto disabled = compile([](at::Tensor x) { return x * 2; });
+  unsetenv("ZENITH_DISABLE");
+  setenv("ZENITH_DUMP_DIR", folder.c_str(), 1);
+  auto dumping = compile([](at::Tensor x) { return x * 2; });
+  unsetenv("ZENITH_DUMP_DIR");
+  auto x = torch::randn({3});
+  EXPECT_TRUE(torch::equal(disabled(x), x * 2));
+  EXPECT_EQ(disabled.stats().eager_calls, 1);
+  dumping(x);
+  auto path = dumping.report().dump_path;
+  EXPECT_EQ(std::filesystem::path(path).parent_path(), folder);
+  EXPECT_TRUE(std::filesystem::exists(path));
+  std::filesystem::remove(path);
+  std::filesystem::remove(folder);
+}
+
 TEST(Capture, InferenceModeCompiles) {
   c10::InferenceMode inference;
   TwoHeads model;
