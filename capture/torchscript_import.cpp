@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include "capture/signature.h"
 #include "zenith/error.h"
 
 namespace zenith::capture {
@@ -114,15 +115,8 @@ class Importer {
     if (!value) throw Error(fmt::format("capture: cannot read the constant `{}`", where(node)));
     if (value->isTensor()) {
       auto tensor = value->toTensor();
-      int id = graph_.add_value(ir::TensorType{}, ir::ValueRole::Constant);
-      graph_.value(id).type = [&] {
-        ir::TensorType t;
-        t.dtype = tensor.scalar_type();
-        t.sizes = tensor.sizes().vec();
-        t.strides = tensor.strides().vec();
-        t.device = tensor.device();
-        return t;
-      }();
+      int id = graph_.add_value(type_of(tensor), ir::ValueRole::Constant);
+      graph_.value(id).type.requires_grad = false;
       graph_.constants[id] = tensor;
       slots_[out] = TensorSlot{id};
       return;
@@ -192,7 +186,6 @@ class Importer {
         slots_[out] = TensorSlot{id};
       }
       producer.list_output = true;
-      unpacked_.push_back(node->input());
       return;
     }
     if (const auto* list = std::get_if<ListSlot>(&source)) {
@@ -301,7 +294,6 @@ class Importer {
   const std::vector<InputBinding>& bindings_;
   ir::Graph graph_;
   std::unordered_map<const Value*, Slot> slots_;
-  std::vector<const Value*> unpacked_;
 };
 
 }  // namespace

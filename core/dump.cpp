@@ -82,19 +82,34 @@ json dump_to_json(const Dump& dump, std::size_t constant_limit) {
               {"report", report_to_json(dump.report)}};
 }
 
+namespace {
+
+// Reads an optional top-level field, naming it when it has the wrong type.
+template <typename T>
+T top_level(const json& j, const char* key, T fallback) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const json::exception&) {
+    throw Error(fmt::format("dump at /{}: wrong type ({})", key, j[key].type_name()));
+  }
+}
+
+}  // namespace
+
 Dump dump_from_json(const json& j) {
   if (!j.is_object()) throw Error("dump at /: expected an object");
-  if (j.value("kind", "") != "dump") {
+  if (top_level<std::string>(j, "kind", "") != "dump") {
     throw Error::mismatch("dump at /kind", "\"dump\"", j.contains("kind") ? j["kind"].dump() : "nothing",
                           "Is this a Zenith trace dump?");
   }
-  int version = j.value("schema_version", -1);
+  int version = top_level<int>(j, "schema_version", -1);
   if (version != ir::kSchemaVersion) {
     throw Error::mismatch("dump at /schema_version", std::to_string(ir::kSchemaVersion), std::to_string(version));
   }
   Dump dump;
-  dump.module_name = j.value("module", "");
-  dump.signature = j.value("signature", "");
+  dump.module_name = top_level<std::string>(j, "module", "");
+  dump.signature = top_level<std::string>(j, "signature", "");
   auto graph_at = [&](const char* key) {
     if (!j.contains(key)) throw Error(fmt::format("dump at /{}: missing", key));
     try {

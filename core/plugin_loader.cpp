@@ -111,11 +111,14 @@ const Backend* load_one(LoaderState& s, PluginCandidate& candidate, const std::s
     candidate.reason = fmt::format("it declined host ABI {}.{} (its own log line says why)", ZN_ABI_MAJOR, ZN_ABI_MINOR);
     return nullptr;
   }
+  // The name is part of the frozen prefix, readable even from a table that fails the checks.
+  if (api->struct_size >= offsetof(zn_plugin_api, name) + sizeof(api->name) && api->name != nullptr) {
+    candidate.name = api->name;
+  }
   if (auto problem = check_table(api); !problem.empty()) {
     candidate.reason = problem;
     return nullptr;
   }
-  candidate.name = api->name;
   if (auto it = s.path_of_name.find(candidate.name); it != s.path_of_name.end()) {
     candidate.reason = fmt::format("a plugin named '{}' is already loaded from {}", candidate.name, it->second);
     return nullptr;

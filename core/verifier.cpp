@@ -28,6 +28,11 @@ void check_values(const Graph& graph, bool allow_missing_constant_data) {
     if (value->type.sizes.size() != value->type.strides.size()) {
       fail(fmt::format("value %{} has {} sizes but {} strides", i, value->type.sizes.size(), value->type.strides.size()));
     }
+    for (std::size_t d = 0; d < value->type.sizes.size(); ++d) {
+      if (value->type.sizes[d] < 0 || value->type.strides[d] < 0) {
+        fail(fmt::format("value %{} has a negative size or stride in dimension {}", i, d));
+      }
+    }
     if (value->role == ValueRole::Constant && !allow_missing_constant_data && !graph.constants.count(value->id)) {
       fail(fmt::format("constant %{} has no data", i));
     }

@@ -53,7 +53,7 @@ TEST(BadInput, ADeviceNoBackendRunsFallsBackNamingTheDevice) {
   EXPECT_EQ(y.sizes(), meta.sizes());
   auto report = fast.report();
   EXPECT_TRUE(report.eager_fallback);
-  EXPECT_NE(report.fallback_reason.find("is on meta; the CPU plugin runs CPU tensors only"), std::string::npos)
+  EXPECT_NE(report.fallback_reason.find("is on meta; the cpu plugin runs cpu tensors only"), std::string::npos)
       << report.fallback_reason;
 }
 

@@ -12,6 +12,7 @@
 #include "models/cnn.h"
 #include "models/llama.h"
 #include "models/mlp.h"
+#include "common_relative_error.h"
 #include "zenith/compile.h"
 
 namespace zenith {
@@ -19,11 +20,7 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-// max |a - b| / max(|b|, tiny): the relative error the acceptance criterion names.
-double relative_error(const at::Tensor& got, const at::Tensor& want) {
-  auto scale = std::max(want.abs().max().item<double>(), 1e-12);
-  return (got - want).abs().max().item<double>() / scale;
-}
+using testing::relative_error;
 
 CompileOptions strict(const std::string& name) {
   CompileOptions options;

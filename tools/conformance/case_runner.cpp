@@ -1,0 +1,124 @@
+#include "conformance/case_runner.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "common/error_text.h"
+#include "common/random_tensors.h"
+#include "common/tensor_compare.h"
+#include "core/dlpack_view.h"
+#include "core/graph_json.h"
+
+namespace zenith::conformance {
+namespace {
+
+// Backend::query folds an error status into its reason text behind this prefix.
+constexpr const char* kQueryFailed = "query failed: ";
+
+const tools::Tolerance kTolerance{1e-5, 1e-5};
+
+std::vector<at::Tensor> random_inputs(const ir::Graph& group, std::uint64_t seed) {
+  at::manual_seed(seed);
+  std::vector<at::Tensor> inputs;
+  for (int id : group.inputs) inputs.push_back(tools::random_tensor(group.value(id).type));
+  return inputs;
+}
+
+at::Tensor poisoned_output(const ir::TensorType& type) {
+  auto tensor = at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(type.device));
+  if (c10::isFloatingType(type.dtype)) tensor.fill_(std::numeric_limits<double>::quiet_NaN());
+  else tensor.fill_(0x5a);
+  return tensor;
+}
+
+std::vector<DLTensor> views_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<DLTensor> views;
+  for (const auto& tensor : tensors) views.push_back(borrow_dlpack(tensor));
+  return views;
+}
+
+// Compiles and launches `group` on `backend`; returns its outputs or throws zenith::Error.
+std::vector<at::Tensor> run_on(const Backend& backend, const std::string& group_json, const ir::Graph& group,
+                               const std::vector<at::Tensor>& inputs) {
+  auto kernel = backend.compile(group_json);
+  std::vector<at::Tensor> outputs;
+  for (int id : group.outputs) outputs.push_back(poisoned_output(group.value(id).type));
+  backend.launch(*kernel, views_of(inputs), views_of(outputs), nullptr);
+  return outputs;
+}
+
+CaseResult declined(const Backend& plugin, const std::string& group_json, const std::string& reason) {
+  try {
+    plugin.compile(group_json);
+  } catch (const std::exception&) {
+    return {Outcome::Declined, reason};
+  }
+  return {Outcome::Fail, "declined the group in query (" + reason + "), yet compile returned a kernel for it"};
+}
+
+// Empty when every output matches, else the first problem.
+std::string compare_outputs(const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected) {
+  for (std::size_t o = 0; o < expected.size(); ++o) {
+    auto result = tools::compare_tensors(actual[o], expected[o], kTolerance);
+    if (result.matches) continue;
+    if (!result.problem.empty()) return fmt::format("output {}: {}", o, result.problem);
+    if (std::isnan(result.max_abs_diff)) {
+      return fmt::format("output {}: NaN where the reference has a number (an element the kernel never wrote?)", o);
+    }
+    return fmt::format("output {}: max abs error {:g} ({})", o, result.max_abs_diff, tools::describe(kTolerance));
+  }
+  return "";
+}
+
+std::string inputs_changed(const std::vector<at::Tensor>& before, const std::vector<at::Tensor>& after) {
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    if (!at::equal(before[i], after[i])) return fmt::format("the kernel wrote into input {}", i);
+  }
+  return "";
+}
+
+CaseResult run_claimed(const Backend& plugin, const Backend& reference, const ir::Graph& group,
+                       const std::string& group_json, std::uint64_t seed) {
+  std::vector<at::Tensor> expected;
+  try {
+    expected = run_on(reference, group_json, group, random_inputs(group, seed));
+  } catch (const std::exception& e) {
+    return {Outcome::Skipped, "the reference could not run it: " + tools::error_text(e)};
+  }
+  auto inputs = random_inputs(group, seed);
+  std::vector<at::Tensor> actual;
+  try {
+    actual = run_on(plugin, group_json, group, inputs);
+  } catch (const std::exception& e) {
+    return {Outcome::Fail, "claimed the group, then: " + tools::error_text(e)};
+  }
+  auto problem = compare_outputs(actual, expected);
+  if (problem.empty()) problem = inputs_changed(random_inputs(group, seed), inputs);
+  return problem.empty() ? CaseResult{Outcome::Pass, ""} : CaseResult{Outcome::Fail, problem};
+}
+
+}  // namespace
+
+std::string query_refusal(const Backend& plugin, const std::string& group_json, bool& failed) {
+  auto reason = plugin.query(group_json);
+  failed = false;
+  if (!reason) return "";
+  bool is_status = reason->rfind(kQueryFailed, 0) == 0;
+  failed = is_status && reason->rfind(std::string(kQueryFailed) + "UNSUPPORTED", 0) != 0;
+  return reason->empty() ? "declined without a reason" : *reason;
+}
+
+CaseResult run_case(const Backend& plugin, const Backend& reference, const ir::Graph& group, std::uint64_t seed) {
+  auto group_json = ir::to_json(group, ir::GraphKind::Group).dump();
+  bool failed = false;
+  auto refusal = query_refusal(plugin, group_json, failed);
+  if (failed) return {Outcome::Fail, "query of a well-formed group returned an error: " + refusal};
+  if (!refusal.empty()) return declined(plugin, group_json, refusal);
+  return run_claimed(plugin, reference, group, group_json, seed);
+}
+
+}  // namespace zenith::conformance

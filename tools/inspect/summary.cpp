@@ -1,0 +1,85 @@
+#include "inspect/summary.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "inspect/dump_file.h"
+
+namespace zenith::inspect {
+namespace {
+
+using Counts = std::vector<std::pair<std::string, std::int64_t>>;
+
+// Largest count first; equal counts by name so that the output is stable.
+Counts sorted_by_count(const std::map<std::string, std::int64_t>& counts) {
+  Counts sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return sorted;
+}
+
+void write_counts(const std::string& title, const std::map<std::string, std::int64_t>& counts, std::ostream& out) {
+  out << title << ":\n";
+  if (counts.empty()) out << "  (none)\n";
+  for (const auto& [name, count] : sorted_by_count(counts)) out << fmt::format("  {:>6}  {}\n", count, name);
+}
+
+std::map<std::string, std::int64_t> op_counts(const ir::Graph& graph) {
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& node : graph.nodes) counts[node.qualified_name()] += 1;
+  return counts;
+}
+
+std::map<std::string, std::int64_t> backend_counts(const Dump& dump) {
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& backend : backend_per_node(dump)) counts[backend == "-" ? "(no step)" : backend] += 1;
+  return counts;
+}
+
+std::string counters_text(const std::map<std::string, std::int64_t>& counters) {
+  std::string text;
+  for (const auto& [name, value] : counters) text += fmt::format("{}{}={}", text.empty() ? "" : ", ", name, value);
+  return text.empty() ? "-" : text;
+}
+
+void write_header(const Dump& dump, std::ostream& out) {
+  out << fmt::format("module:     {}\n", dump.module_name.empty() ? "(unnamed)" : dump.module_name);
+  out << fmt::format("signature:  {}\n", dump.signature.empty() ? "(none recorded)" : dump.signature);
+  out << fmt::format("graph:      {} nodes captured, {} after the passes; {} inputs, {} outputs\n",
+                     dump.captured.nodes.size(), dump.optimized.nodes.size(), dump.optimized.inputs.size(),
+                     dump.optimized.outputs.size());
+  out << fmt::format("plan:       {} steps\n", dump.steps.size());
+}
+
+void write_passes(const CompileReport& report, std::ostream& out) {
+  out << "passes:\n";
+  if (report.passes.empty()) out << "  (none recorded)\n";
+  for (const auto& pass : report.passes) {
+    out << fmt::format("  {:<36} nodes {:>5} -> {:<5} {:>9.3f} ms  {}\n", pass.name, pass.nodes_before,
+                       pass.nodes_after, pass.milliseconds, counters_text(pass.counters));
+  }
+}
+
+void write_times(const CompileReport& report, std::ostream& out) {
+  out << fmt::format("compile times: capture {:.3f} ms, passes {:.3f} ms, backend {:.3f} ms, total {:.3f} ms\n",
+                     report.capture_ms, report.passes_ms, report.backend_ms, report.total_ms);
+  out << fmt::format("kernels: {} groups, {} compiled, {} from a backend cache, {} host nodes\n", report.groups,
+                     report.kernels_compiled, report.kernel_cache_hits, report.host_nodes);
+  if (report.eager_fallback) out << fmt::format("eager fallback: {}\n", report.fallback_reason);
+}
+
+}  // namespace
+
+void write_summary(const Dump& dump, std::ostream& out) {
+  write_header(dump, out);
+  write_counts("ops in the optimized graph, by count", op_counts(dump.optimized), out);
+  write_counts("nodes per backend (from the plan's steps)", backend_counts(dump), out);
+  write_passes(dump.report, out);
+  write_times(dump.report, out);
+}
+
+}  // namespace zenith::inspect
