@@ -47,6 +47,9 @@ struct Node {
   std::vector<int> outputs;
   /// The operator returns Tensor[]; `outputs` are its elements.
   bool list_output = false;
+  /// The fusion group the fusion pass put this node in, or -1. Nodes sharing a group are offered
+  /// to backends as one kernel.
+  int fusion_group = -1;
 
   /// Rewrites every tensor value id this node reads through `rename`.
   void rename_inputs(const std::function<int(int)>& rename);

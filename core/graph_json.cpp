@@ -195,6 +195,7 @@ Node read_node(const json& j, const std::string& path) {
   }
   node.outputs = get<std::vector<int>>(j, "outputs", path);
   node.list_output = j.value("list_output", false);
+  node.fusion_group = j.value("fusion_group", -1);
   return node;
 }
 
@@ -222,6 +223,7 @@ json to_json(const Graph& graph, GraphKind kind, std::size_t constant_limit) {
     }
     json entry{{"op", node.op}, {"overload", node.overload}, {"args", args}, {"outputs", node.outputs}};
     if (node.list_output) entry["list_output"] = true;
+    if (node.fusion_group >= 0) entry["fusion_group"] = node.fusion_group;
     nodes.push_back(std::move(entry));
   }
   json out{{"schema_version", kSchemaVersion},

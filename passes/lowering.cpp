@@ -7,7 +7,7 @@
 namespace zenith::passes {
 
 Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends, CompileReport& report) {
-  auto placed = partition(graph, backends);
+  auto placed = order_steps(graph, partition(graph, backends));
   Plan plan;
   for (auto& item : placed) {
     Step step;

@@ -1,5 +1,8 @@
 #include "passes/partition.h"
 
+#include <queue>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "core/graph_json.h"
@@ -22,12 +25,17 @@ const Backend* claim(const std::vector<const Backend*>& backends, const std::str
 
 }  // namespace
 
-std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<const Backend*>& backends,
-                                   const std::vector<std::vector<int>>& groups) {
+std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<const Backend*>& backends) {
   auto consumers = graph.consumers();
   std::vector<int> group_of(graph.nodes.size(), -1);
-  for (std::size_t g = 0; g < groups.size(); ++g)
-    for (int n : groups[g]) group_of[n] = static_cast<int>(g);
+  std::vector<std::vector<int>> groups;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    int g = graph.nodes[n].fusion_group;
+    if (g < 0) continue;
+    if (static_cast<std::size_t>(g) >= groups.size()) groups.resize(g + 1);
+    groups[g].push_back(static_cast<int>(n));
+    group_of[n] = g;
+  }
 
   std::vector<PlacedGroup> placed;
   auto place_single = [&](int n) {
@@ -70,6 +78,44 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
     }
   }
   return placed;
+}
+
+std::vector<PlacedGroup> order_steps(const ir::Graph& graph, std::vector<PlacedGroup> placed) {
+  auto producer = graph.producers();
+  std::vector<int> step_of_node(graph.nodes.size(), -1);
+  for (std::size_t s = 0; s < placed.size(); ++s)
+    for (int n : placed[s].group.nodes) step_of_node[n] = static_cast<int>(s);
+  // Kahn's algorithm, always taking the ready step whose first node comes first.
+  std::vector<std::set<int>> successors(placed.size());
+  std::vector<int> waiting(placed.size(), 0);
+  for (std::size_t s = 0; s < placed.size(); ++s) {
+    for (int n : placed[s].group.nodes) {
+      for (int id : graph.nodes[n].input_ids()) {
+        int from = producer[id] >= 0 ? step_of_node[producer[id]] : -1;
+        if (from >= 0 && from != static_cast<int>(s) && successors[from].insert(static_cast<int>(s)).second) {
+          ++waiting[s];
+        }
+      }
+    }
+  }
+  auto first_node = [&](int s) { return placed[s].group.nodes.front(); };
+  auto later = [&](int a, int b) { return first_node(a) > first_node(b); };
+  std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
+  for (std::size_t s = 0; s < placed.size(); ++s)
+    if (waiting[s] == 0) ready.push(static_cast<int>(s));
+  std::vector<PlacedGroup> ordered;
+  while (!ready.empty()) {
+    int s = ready.top();
+    ready.pop();
+    ordered.push_back(std::move(placed[s]));
+    for (int next : successors[s])
+      if (--waiting[next] == 0) ready.push(next);
+  }
+  if (ordered.size() != placed.size()) {
+    throw Error("partitioning made groups that depend on each other in a cycle; the fusion pass must keep groups "
+                "convex (this is a Zenith bug: please report it with the trace dump)");
+  }
+  return ordered;
 }
 
 }  // namespace zenith::passes

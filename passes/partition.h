@@ -19,10 +19,13 @@ struct PlacedGroup {
   std::string group_json;
 };
 
-/// Places the nodes of `graph`. `groups` proposes node groups (indices, in topological order);
-/// nodes in no proposed group are placed alone. Throws zenith::Error naming the node and every
-/// backend's reason when no backend can run a node.
-std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<const Backend*>& backends,
-                                   const std::vector<std::vector<int>>& groups = {});
+/// Places the nodes of `graph`: nodes sharing a Node::fusion_group are offered as one group, the
+/// others alone. Throws zenith::Error naming the node and every backend's reason when no backend
+/// can run a node. The result is in no particular order: see order_steps.
+std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<const Backend*>& backends);
+
+/// Orders placed groups so that each runs after the groups producing its inputs (ties by first
+/// node). Throws zenith::Error if the groups depend on each other in a cycle.
+std::vector<PlacedGroup> order_steps(const ir::Graph& graph, std::vector<PlacedGroup> placed);
 
 }  // namespace zenith::passes

@@ -7,6 +7,7 @@
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/fusion.h"
 
 namespace zenith::passes {
 
@@ -39,6 +40,7 @@ PassManager PassManager::default_pipeline(const CompileOptions& options) {
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<CommonSubexpressionElimination>());
   manager.add(std::make_unique<DeadCodeElimination>());
+  manager.add(std::make_unique<ElementwiseFusion>());
   return manager;
 }
 

@@ -16,7 +16,7 @@ class PassManager {
   /// invalid. Returns one report per pass.
   std::vector<PassReport> run(ir::Graph& graph) const;
 
-  /// The default pipeline: constant folding, CSE, DCE.
+  /// The default pipeline: constant folding, CSE, DCE, elementwise fusion.
   static PassManager default_pipeline(const CompileOptions& options);
 
  private:

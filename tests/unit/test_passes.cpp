@@ -150,13 +150,16 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   auto g = b.finish({out});
   auto before = g;
   auto reports = PassManager::default_pipeline({}).run(g);
-  ASSERT_EQ(reports.size(), 3u);
+  ASSERT_EQ(reports.size(), 4u);
   EXPECT_EQ(reports[0].name, "fold_constants");
   EXPECT_EQ(reports[0].counters["folded"], 1);
   EXPECT_EQ(reports[1].name, "cse");
   EXPECT_EQ(reports[1].counters["merged"], 1);
   EXPECT_EQ(reports[2].name, "dce");
   EXPECT_EQ(reports[2].counters["removed"], 1);
+  EXPECT_EQ(reports[3].name, "fuse_elementwise");
+  EXPECT_EQ(reports[3].counters["groups"], 1);  // tanh -> mul -> add
+  EXPECT_EQ(reports[3].counters["fused_nodes"], 3);
   EXPECT_EQ(reports[0].nodes_before, 6);
   EXPECT_EQ(reports[2].nodes_after, 3);
   expect_equal_results(before, g, b.example_inputs());

@@ -1,0 +1,24 @@
+// Fusion: marks groups of elementwise nodes (producer into consumer) that a backend may run as one
+// kernel. It only proposes: partitioning offers each group whole to the backends and splits a
+// group nobody claims back into single nodes.
+#pragma once
+
+#include <cstddef>
+
+#include "passes/pass.h"
+
+namespace zenith::passes {
+
+class ElementwiseFusion : public Pass {
+ public:
+  /// Groups stop growing at `max_nodes` (long chains make kernels that compile slowly).
+  explicit ElementwiseFusion(std::size_t max_nodes = 64) : max_nodes_(max_nodes) {}
+  std::string name() const override { return "fuse_elementwise"; }
+  /// Sets Node::fusion_group; counters "groups" and "fused_nodes".
+  void run(ir::Graph& graph, PassReport& report) override;
+
+ private:
+  std::size_t max_nodes_;
+};
+
+}  // namespace zenith::passes

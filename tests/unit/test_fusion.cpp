@@ -1,0 +1,150 @@
+// Elementwise fusion: which nodes it groups, that groups stay convex, and that fused groups run as
+// one kernel (on the example plugin, which claims float32 elementwise groups) or split back when
+// no backend claims them.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "graph_builders.h"
+#include "passes/fusion.h"
+#include "zenith/compile.h"
+
+namespace zenith::passes {
+namespace {
+
+using testing::GraphBuilder;
+using testing::real;
+using testing::scalar;
+using testing::value;
+
+std::vector<int> groups_of(const ir::Graph& g) {
+  std::vector<int> groups;
+  for (const auto& node : g.nodes) groups.push_back(node.fusion_group);
+  return groups;
+}
+
+TEST(Fusion, ChainsOfElementwiseOpsFormOneGroup) {
+  auto g = testing::elementwise_chain();  // relu -> mul -> add
+  PassReport report;
+  ElementwiseFusion().run(g, report);
+  EXPECT_EQ(groups_of(g), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(report.counters["groups"], 1);
+  EXPECT_EQ(report.counters["fused_nodes"], 3);
+}
+
+TEST(Fusion, ReductionsViewsAndRandomOpsAreNotFused) {
+  GraphBuilder b;
+  int x = b.input({4, 8});
+  int r = b.op("aten::relu", "", {value("self", x)});
+  int s = b.op("aten::softmax", "int", {value("self", r), scalar("dim", -1), testing::none("dtype")});
+  int t = b.op("aten::transpose", "int", {value("self", s), scalar("dim0", 0), scalar("dim1", 1)});
+  int d = b.op("aten::dropout", "", {value("self", t), real("p", 0.5), {"train", true}});
+  int e = b.op("aten::exp", "", {value("self", d)});
+  auto g = b.finish({e});
+  PassReport report;
+  ElementwiseFusion().run(g, report);
+  EXPECT_EQ(groups_of(g), (std::vector<int>{-1, -1, -1, -1, -1}));  // no two fusible nodes touch
+  EXPECT_EQ(report.counters["groups"], 0);
+}
+
+TEST(Fusion, GroupsStayConvex) {
+  // relu feeds softmax (not fusible) and add; softmax feeds add too. relu and add in one group
+  // would need softmax both after and before that group.
+  GraphBuilder b;
+  int x = b.input({4, 8});
+  int r = b.op("aten::relu", "", {value("self", x)});
+  int s = b.op("aten::softmax", "int", {value("self", r), scalar("dim", -1), testing::none("dtype")});
+  int a = b.op("aten::add", "Tensor", {value("self", r), value("other", s), scalar("alpha", 1)});
+  int m = b.op("aten::mul", "Tensor", {value("self", a), value("other", a)});
+  auto g = b.finish({m});
+  PassReport report;
+  ElementwiseFusion().run(g, report);
+  auto groups = groups_of(g);
+  EXPECT_EQ(groups[0], -1) << "relu must stay apart from add";
+  EXPECT_GE(groups[2], 0);
+  EXPECT_EQ(groups[2], groups[3]) << "add -> mul still fuse";
+}
+
+TEST(Fusion, GroupSizeIsBounded) {
+  GraphBuilder b;
+  int v = b.input({16});
+  for (int i = 0; i < 10; ++i) v = b.op("aten::neg", "", {value("self", v)});
+  auto g = b.finish({v});
+  PassReport report;
+  ElementwiseFusion(/*max_nodes=*/4).run(g, report);
+  EXPECT_EQ(report.counters["groups"], 3);  // 4 + 4 + 2
+  EXPECT_EQ(report.counters["fused_nodes"], 10);
+}
+
+CompileOptions with_example_plugin() {
+  CompileOptions options;
+  options.plugin_paths = {ZENITH_EXAMPLE_PLUGIN_DIR};
+  options.fallback_to_eager = false;
+  return options;
+}
+
+TEST(FusionEndToEnd, AFusedGroupRunsAsOneKernel) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor x, at::Tensor y) { return torch::sigmoid(torch::relu(x) * y + x) - y; };
+  auto fast = compile(fn, with_example_plugin());
+  auto x = torch::randn({33, 17}), y = torch::randn({33, 17});
+  fast(x, y);
+  EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6));
+  auto report = fast.report();
+  EXPECT_EQ(report.nodes_per_backend.at("example"), 5);
+  EXPECT_EQ(report.groups, 1) << "five elementwise nodes, one launch";
+}
+
+TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
+  torch::NoGradGuard no_grad;
+  // gelu is elementwise, so it joins the group, but the example plugin does not know it: the group
+  // goes whole to the next backend in priority order, the CPU plugin.
+  auto fn = [](at::Tensor x, at::Tensor y) { return torch::gelu(torch::relu(x) * y) + x; };
+  auto fast = compile(fn, with_example_plugin());
+  auto x = torch::randn({8, 8}), y = torch::randn({8, 8});
+  fast(x, y);
+  EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6));
+  auto report = fast.report();
+  EXPECT_EQ(report.nodes_per_backend.count("example"), 0u);
+  EXPECT_EQ(report.nodes_per_backend.at("cpu"), 4);
+  EXPECT_EQ(report.groups, 1);
+}
+
+#ifdef ZENITH_WRONG_PLUGIN
+TEST(FusionEndToEnd, AGroupNoBackendClaimsIsSplitBack) {
+  torch::NoGradGuard no_grad;
+  // The only backend takes single relu and neg nodes but no groups: the fused relu -> neg group is
+  // declined by everyone and split back into two single-node steps. (That plugin computes wrong
+  // values on purpose; this test is about placement.)
+  CompileOptions options;
+  options.plugin_paths = {ZENITH_WRONG_PLUGIN};
+  options.backends = {"wrong"};
+  options.fallback_to_eager = false;
+  auto fast = compile([](at::Tensor x) { return torch::neg(torch::relu(x)); }, options);
+  fast(torch::randn({6}));
+  auto report = fast.report();
+  ASSERT_EQ(report.passes.back().counters.at("groups"), 1);
+  EXPECT_EQ(report.nodes_per_backend.at("wrong"), 2);
+  EXPECT_EQ(report.groups, 2);
+}
+#endif
+
+TEST(FusionEndToEnd, StepsRunInDependencyOrderAroundAGroup) {
+  torch::NoGradGuard no_grad;
+  // relu(x) and the final add fuse; softmax(y) sits between them in the trace and feeds the add,
+  // so it must run before the fused group even though the group's first node comes earlier.
+  auto fn = [](at::Tensor x, at::Tensor y) {
+    auto r = torch::relu(x);
+    auto s = torch::softmax(y, -1);
+    return (r + s) * r;
+  };
+  auto fast = compile(fn, with_example_plugin());
+  auto x = torch::randn({5, 6}), y = torch::randn({5, 6});
+  fast(x, y);
+  EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6));
+  EXPECT_EQ(fast.report().nodes_per_backend.at("example"), 3);
+  EXPECT_EQ(fast.report().groups, 2);  // softmax, then the fused relu/add/mul
+}
+
+}  // namespace
+}  // namespace zenith::passes
