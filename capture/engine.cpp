@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "capture/tracer_capture.h"
 #include "core/dump.h"
@@ -158,7 +159,8 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     report.passes_ms = ms_since(passes_start);
     report.nodes_final = static_cast<std::int64_t>(capture.graph.nodes.size());
     auto lowering_start = Clock::now();
-    plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(capture.graph), backends_, report));
+    auto backend_options = nlohmann::json{{"dump_dir", options_.dump_dir}}.dump();
+    plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(capture.graph), backends_, report, backend_options));
     report.backend_ms = ms_since(lowering_start);
   } catch (const Error& error) {
     return fall_back(error.what());

@@ -43,15 +43,17 @@ std::optional<std::string> Backend::query(const std::string& group_json) const {
   return reason[0] != '\0' ? std::string(reason) : std::string("declined without a reason");
 }
 
-std::shared_ptr<Kernel> Backend::compile(const std::string& group_json) const {
+std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const std::string& options_json,
+                                         bool* from_cache) const {
   zn_compile_args args{};
   args.struct_size = sizeof(args);
   args.group_json = group_json.data();
   args.group_json_size = group_json.size();
-  args.options_json = "{}";
+  args.options_json = options_json.c_str();
   auto status = take_status(api_->compile(context_, &args));
   if (status.code != ZN_STATUS_OK) raise(*this, "compile a group", status);
   if (args.kernel == nullptr) raise(*this, "compile a group", {ZN_STATUS_INTERNAL, "it returned no kernel"});
+  if (from_cache != nullptr) *from_cache = args.from_cache != 0;  // a 1.0 plugin leaves it 0
   return std::make_shared<Kernel>(this, args.kernel);
 }
 

@@ -6,7 +6,8 @@
 
 namespace zenith::passes {
 
-Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends, CompileReport& report) {
+Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends, CompileReport& report,
+                   const std::string& backend_options) {
   auto placed = order_steps(graph, partition(graph, backends));
   Plan plan;
   for (auto& item : placed) {
@@ -27,8 +28,9 @@ Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends,
     } else {
       step.kind = Step::Kind::Kernel;
       step.backend = item.backend->name();
-      step.kernel = item.backend->compile(item.group_json);
-      report.kernels_compiled += 1;
+      bool from_cache = false;
+      step.kernel = item.backend->compile(item.group_json, backend_options, &from_cache);
+      (from_cache ? report.kernel_cache_hits : report.kernels_compiled) += 1;
       report.groups += 1;
       report.nodes_per_backend[step.backend] += static_cast<std::int64_t>(item.group.nodes.size());
     }

@@ -31,7 +31,7 @@
  *    version, so either side can read the other's version and report a mismatch.
  *  - Option strings the host passes are never NULL ("{}" when empty).
  *
- * Versions: 1.0, the first stable version.
+ * Versions: 1.0, the first stable version. 1.1 appends zn_compile_args.from_cache.
  */
 #ifndef ZENITH_PLUGIN_H
 #define ZENITH_PLUGIN_H
@@ -48,7 +48,7 @@ extern "C" {
 /** ABI major version: a plugin of another major is never loaded. */
 #define ZN_ABI_MAJOR 1
 /** ABI minor version: grows when a field is appended to a table or argument struct. */
-#define ZN_ABI_MINOR 0
+#define ZN_ABI_MINOR 1
 
 /** Name of the one symbol a plugin exports (type: zn_plugin_get_api_fn). */
 #define ZN_PLUGIN_ENTRY_SYMBOL "zn_plugin_get_api"
@@ -130,8 +130,10 @@ typedef struct zn_compile_args {
   size_t struct_size;       /**< sizeof(zn_compile_args) as the host was built */
   const char* group_json;   /**< in: the group, as for query */
   size_t group_json_size;   /**< in: bytes in group_json */
-  const char* options_json; /**< in: backend options as a JSON object (may be "{}"), UTF-8, NUL-terminated */
+  const char* options_json; /**< in: options as a JSON object, UTF-8, NUL-terminated; "dump_dir" names
+                                 the folder for generated sources ("" when dumps are off) */
   zn_kernel* kernel;        /**< out: the compiled kernel */
+  int32_t from_cache;       /**< out (since 1.1): 1 when the kernel came from a cache, not a compiler */
 } zn_compile_args;
 
 /** Arguments of zn_plugin_api.launch. */

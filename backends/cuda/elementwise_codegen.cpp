@@ -1,0 +1,488 @@
+#include "backends/cuda/elementwise_codegen.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/op_schema.h"
+
+namespace zenith::cuda {
+namespace {
+
+// A failure to generate, with the reason the plugin reports.
+struct Unsupported {
+  std::string reason;
+};
+
+const char* storage_type(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Half: return "__half";
+    case c10::ScalarType::BFloat16: return "__nv_bfloat16";
+    default: return nullptr;
+  }
+}
+
+// Float literals that read back to exactly the double's float rounding.
+std::string literal(double v) {
+  if (!std::isfinite(v)) throw Unsupported{fmt::format("the constant {} is not finite", v)};
+  auto text = fmt::format("{:.9g}", static_cast<float>(v));
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";  // "1f" is not a float literal
+  return text + "f";
+}
+
+// Arguments of one node as the code generator sees them.
+class NodeView {
+ public:
+  NodeView(const ir::Node& node, const std::map<int, std::string>& names) : node_(node), names_(names) {}
+
+  std::string value(const std::string& arg) const {
+    const auto* a = node_.arg(arg);
+    const auto* ref = a ? std::get_if<ir::ValueRef>(&a->value) : nullptr;
+    if (ref == nullptr) throw Unsupported{fmt::format("{}: argument '{}' is not a tensor", node_.qualified_name(), arg)};
+    return names_.at(ref->id);
+  }
+  std::string scalar(const std::string& arg) const {
+    const auto* a = node_.arg(arg);
+    if (a != nullptr) {
+      if (const auto* i = std::get_if<std::int64_t>(&a->value)) return literal(static_cast<double>(*i));
+      if (const auto* d = std::get_if<double>(&a->value)) return literal(*d);
+    }
+    throw Unsupported{fmt::format("{}: argument '{}' is not a number", node_.qualified_name(), arg)};
+  }
+  bool is_none(const std::string& arg) const {
+    const auto* a = node_.arg(arg);
+    return a == nullptr || std::holds_alternative<ir::NoneArg>(a->value);
+  }
+  std::string text(const std::string& arg) const {
+    const auto* a = node_.arg(arg);
+    const auto* s = a ? std::get_if<std::string>(&a->value) : nullptr;
+    return s ? *s : "";
+  }
+  bool alpha_is_one() const { return is_none("alpha") || scalar("alpha") == literal(1.0); }
+  std::string scaled(const std::string& operand) const {
+    return alpha_is_one() ? operand : fmt::format("({} * {})", scalar("alpha"), operand);
+  }
+  int64_t dtype_arg() const {
+    const auto* a = node_.arg("dtype");
+    const auto* i = a ? std::get_if<std::int64_t>(&a->value) : nullptr;
+    if (i == nullptr) throw Unsupported{node_.qualified_name() + ": no target dtype"};
+    return *i;
+  }
+
+ private:
+  const ir::Node& node_;
+  const std::map<int, std::string>& names_;
+};
+
+using Rule = std::function<std::string(const NodeView&)>;
+
+std::string pow_scalar(const NodeView& n) {
+  auto e = n.scalar("exponent");
+  auto a = n.value("self");
+  if (e == literal(2)) return fmt::format("({0} * {0})", a);
+  if (e == literal(3)) return fmt::format("({0} * {0} * {0})", a);
+  if (e == literal(0.5)) return fmt::format("sqrtf({})", a);
+  if (e == literal(-1)) return fmt::format("(1.f / {})", a);
+  return fmt::format("powf({}, {})", a, e);
+}
+
+std::string cast(const NodeView& n) {
+  auto a = n.value("self");
+  switch (static_cast<c10::ScalarType>(n.dtype_arg())) {
+    case c10::ScalarType::Float: return a;
+    case c10::ScalarType::Half: return fmt::format("zn_round_half({})", a);
+    case c10::ScalarType::BFloat16: return fmt::format("zn_round_bf16({})", a);
+    default: throw Unsupported{"aten::_to_copy to a non-floating dtype"};
+  }
+}
+
+// Expressions in float; helpers (zn_*) keep PyTorch's NaN propagation where CUDA's fmaxf would not.
+const std::map<std::string, Rule>& rules() {
+  static const std::map<std::string, Rule> table = {
+      {"aten::add.Tensor", [](const NodeView& n) { return fmt::format("({} + {})", n.value("self"), n.scaled(n.value("other"))); }},
+      {"aten::sub.Tensor", [](const NodeView& n) { return fmt::format("({} - {})", n.value("self"), n.scaled(n.value("other"))); }},
+      {"aten::rsub.Tensor", [](const NodeView& n) { return fmt::format("({} - {})", n.value("other"), n.scaled(n.value("self"))); }},
+      {"aten::mul.Tensor", [](const NodeView& n) { return fmt::format("({} * {})", n.value("self"), n.value("other")); }},
+      {"aten::div.Tensor", [](const NodeView& n) { return fmt::format("({} / {})", n.value("self"), n.value("other")); }},
+      {"aten::add.Scalar", [](const NodeView& n) { return fmt::format("({} + {})", n.value("self"), n.scaled(n.scalar("other"))); }},
+      {"aten::sub.Scalar", [](const NodeView& n) { return fmt::format("({} - {})", n.value("self"), n.scaled(n.scalar("other"))); }},
+      {"aten::rsub.Scalar", [](const NodeView& n) { return fmt::format("({} - {})", n.scalar("other"), n.scaled(n.value("self"))); }},
+      {"aten::mul.Scalar", [](const NodeView& n) { return fmt::format("({} * {})", n.value("self"), n.scalar("other")); }},
+      {"aten::div.Scalar", [](const NodeView& n) { return fmt::format("({} / {})", n.value("self"), n.scalar("other")); }},
+      {"aten::neg", [](const NodeView& n) { return fmt::format("(-{})", n.value("self")); }},
+      {"aten::abs", [](const NodeView& n) { return fmt::format("fabsf({})", n.value("self")); }},
+      {"aten::exp", [](const NodeView& n) { return fmt::format("expf({})", n.value("self")); }},
+      {"aten::log", [](const NodeView& n) { return fmt::format("logf({})", n.value("self")); }},
+      {"aten::sqrt", [](const NodeView& n) { return fmt::format("sqrtf({})", n.value("self")); }},
+      {"aten::rsqrt", [](const NodeView& n) { return fmt::format("rsqrtf({})", n.value("self")); }},
+      {"aten::reciprocal", [](const NodeView& n) { return fmt::format("(1.f / {})", n.value("self")); }},
+      {"aten::square", [](const NodeView& n) { return fmt::format("({0} * {0})", n.value("self")); }},
+      {"aten::sin", [](const NodeView& n) { return fmt::format("sinf({})", n.value("self")); }},
+      {"aten::cos", [](const NodeView& n) { return fmt::format("cosf({})", n.value("self")); }},
+      {"aten::erf", [](const NodeView& n) { return fmt::format("erff({})", n.value("self")); }},
+      {"aten::tanh", [](const NodeView& n) { return fmt::format("tanhf({})", n.value("self")); }},
+      {"aten::sigmoid", [](const NodeView& n) { return fmt::format("(1.f / (1.f + expf(-{})))", n.value("self")); }},
+      {"aten::silu", [](const NodeView& n) { return fmt::format("({0} / (1.f + expf(-{0})))", n.value("self")); }},
+      {"aten::relu", [](const NodeView& n) { return fmt::format("zn_relu({})", n.value("self")); }},
+      {"aten::gelu",
+       [](const NodeView& n) {
+         auto a = n.value("self");
+         if (n.text("approximate") == "tanh") {
+           return fmt::format("(0.5f * {0} * (1.f + tanhf(0.7978845608f * ({0} + 0.044715f * {0} * {0} * {0}))))", a);
+         }
+         return fmt::format("(0.5f * {0} * (1.f + erff({0} * 0.7071067812f)))", a);
+       }},
+      {"aten::leaky_relu",
+       [](const NodeView& n) { return fmt::format("({0} > 0.f ? {0} : {0} * {1})", n.value("self"), n.scalar("negative_slope")); }},
+      {"aten::hardswish",
+       [](const NodeView& n) { return fmt::format("({0} * fminf(fmaxf({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
+      {"aten::hardsigmoid",
+       [](const NodeView& n) { return fmt::format("(fminf(fmaxf({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
+      {"aten::softplus",
+       [](const NodeView& n) {
+         return fmt::format("({0} * {1} > {2} ? {0} : log1pf(expf({0} * {1})) / {1})", n.value("self"), n.scalar("beta"),
+                            n.scalar("threshold"));
+       }},
+      {"aten::pow.Tensor_Scalar", pow_scalar},
+      {"aten::pow.Tensor_Tensor", [](const NodeView& n) { return fmt::format("powf({}, {})", n.value("self"), n.value("exponent")); }},
+      {"aten::maximum", [](const NodeView& n) { return fmt::format("zn_max({}, {})", n.value("self"), n.value("other")); }},
+      {"aten::minimum", [](const NodeView& n) { return fmt::format("zn_min({}, {})", n.value("self"), n.value("other")); }},
+      {"aten::clamp_min", [](const NodeView& n) { return fmt::format("zn_max({}, {})", n.value("self"), n.scalar("min")); }},
+      {"aten::clamp_max", [](const NodeView& n) { return fmt::format("zn_min({}, {})", n.value("self"), n.scalar("max")); }},
+      {"aten::clamp",
+       [](const NodeView& n) {
+         auto a = n.value("self");
+         if (!n.is_none("min")) a = fmt::format("zn_max({}, {})", a, n.scalar("min"));
+         if (!n.is_none("max")) a = fmt::format("zn_min({}, {})", a, n.scalar("max"));
+         return a;
+       }},
+      {"aten::_to_copy", cast},
+  };
+  return table;
+}
+
+constexpr const char* kPrelude = R"(#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+// Loads and stores convert to and from float32, in which every expression is evaluated.
+__device__ __forceinline__ float zn_load(const float* p) { return *p; }
+__device__ __forceinline__ float zn_load(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float zn_load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float zn_cvt(float v) { return v; }
+__device__ __forceinline__ float zn_cvt(__half v) { return __half2float(v); }
+__device__ __forceinline__ float zn_cvt(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void zn_store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void zn_store(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void zn_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float zn_round_half(float v) { return __half2float(__float2half_rn(v)); }
+__device__ __forceinline__ float zn_round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+// PyTorch propagates NaN through relu, clamp, maximum and minimum; fmaxf/fminf would drop it.
+__device__ __forceinline__ float zn_relu(float a) { return (a > 0.f || a != a) ? a : 0.f; }
+__device__ __forceinline__ float zn_max(float a, float b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ float zn_min(float a, float b) { return (a != a || a < b) ? a : b; }
+)";
+
+struct Operand {
+  int id;
+  c10::ScalarType dtype;
+  OperandClass cls;
+  std::uint32_t broadcast_mask;  // dimensions (of the iteration space) where the operand has size 1
+};
+
+bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64_t>& shape) {
+  if (type.sizes != shape) return false;
+  std::int64_t expected = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && type.strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+Operand classify(const ir::Graph& group, int id, const std::vector<std::int64_t>& shape) {
+  const auto& type = group.value(id).type;
+  if (storage_type(type.dtype) == nullptr) {
+    throw Unsupported{fmt::format("value %{} is {}; generated kernels take float32, float16 and bfloat16", id,
+                                  ir::dtype_name(type.dtype))};
+  }
+  if (!type.device.is_cuda()) throw Unsupported{fmt::format("value %{} is on {}, not CUDA", id, type.device.str())};
+  if (type.rank() > static_cast<std::int64_t>(shape.size())) {
+    throw Unsupported{fmt::format("value %{} has more dimensions than the outputs", id)};
+  }
+  Operand op{id, type.dtype, OperandClass::Strided, 0};
+  std::size_t offset = shape.size() - type.sizes.size();
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    std::int64_t size = d < offset ? 1 : type.sizes[d - offset];
+    if (size != shape[d] && size != 1) throw Unsupported{fmt::format("value %{} does not broadcast to the outputs", id)};
+    if (size == 1 && shape[d] != 1) op.broadcast_mask |= 1u << d;
+  }
+  if (type.numel() == 1) op.cls = OperandClass::Scalar;
+  else if (is_contiguous_over(type, shape)) op.cls = OperandClass::Contiguous;
+  return op;
+}
+
+const char* class_name(OperandClass cls) {
+  switch (cls) {
+    case OperandClass::Contiguous: return "contig";
+    case OperandClass::Scalar: return "scalar";
+    case OperandClass::Strided: return "strided";
+  }
+  return "?";
+}
+
+bool needs_64bit(const ir::Graph& group, const std::vector<Operand>& operands, const std::vector<std::int64_t>& shape) {
+  std::int64_t numel = 1;
+  for (auto s : shape) numel *= s;
+  if (numel > std::numeric_limits<std::int32_t>::max()) return true;
+  for (const auto& op : operands) {
+    if (group.value(op.id).type.storage_bytes() / 1 > std::numeric_limits<std::int32_t>::max()) return true;
+  }
+  return false;
+}
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+class Generator {
+ public:
+  explicit Generator(const ir::Graph& group) : group_(group) {}
+
+  ElementwiseKernel run() {
+    check_group();
+    shape_ = group_.value(group_.outputs.at(0)).type.sizes;
+    if (shape_.empty()) shape_ = {1};
+    for (int id : group_.inputs) operands_.push_back(classify(group_, id, shape_));
+    for (int id : group_.outputs) {
+      if (group_.value(id).type.sizes != group_.value(group_.outputs[0]).type.sizes) {
+        throw Unsupported{"the group's outputs have different shapes"};
+      }
+      operands_.push_back(classify(group_, id, shape_));
+      if (operands_.back().cls == OperandClass::Scalar && shape_ != std::vector<std::int64_t>{1}) {
+        operands_.back().cls = OperandClass::Strided;
+      }
+    }
+    name_values();
+    build_expressions();
+    kernel_.rank = static_cast<int>(shape_.size());
+    kernel_.index64 = needs_64bit(group_, operands_, shape_);
+    decide_vector_path();
+    for (const auto& op : operands_) {
+      kernel_.operands.push_back(op.id);
+      kernel_.classes.push_back(op.cls);
+    }
+    kernel_.key = key();
+    kernel_.name = fmt::format("zenith_ew_{:016x}", fnv1a(kernel_.key));
+    kernel_.source = source();
+    return kernel_;
+  }
+
+ private:
+  void check_group() const {
+    if (group_.nodes.empty() || group_.outputs.empty()) throw Unsupported{"the group is empty"};
+    for (int alias : group_.output_aliases) {
+      if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
+    }
+    for (const auto& node : group_.nodes) {
+      if (!rules().count(node.qualified_name())) {
+        throw Unsupported{fmt::format("{} is not an elementwise op the code generator knows", node.qualified_name())};
+      }
+    }
+  }
+
+  // Canonical names: inputs a0.., node results t0..; the key uses them, so graph ids never leak in.
+  void name_values() {
+    for (std::size_t i = 0; i < group_.inputs.size(); ++i) names_[group_.inputs[i]] = fmt::format("a{}", i);
+    int t = 0;
+    for (const auto& node : group_.nodes) {
+      for (int id : node.outputs) names_[id] = fmt::format("t{}", t++);
+    }
+  }
+
+  void build_expressions() {
+    for (const auto& node : group_.nodes) {
+      auto expr = rules().at(node.qualified_name())(NodeView(node, names_));
+      for (int id : node.outputs) {
+        statements_.push_back(fmt::format("const float {} = {};", names_.at(id), expr));
+        // The key holds the canonical statement: op, constants and data flow, no ids.
+        key_ops_.push_back(node.qualified_name() + ":" + statements_.back());
+      }
+    }
+  }
+
+  void decide_vector_path() {
+    bool eligible = true;
+    for (const auto& op : operands_) {
+      eligible = eligible && op.dtype == operands_.front().dtype && op.cls != OperandClass::Strided;
+    }
+    for (std::size_t i = group_.inputs.size(); i < operands_.size(); ++i) {
+      eligible = eligible && operands_[i].cls == OperandClass::Contiguous;
+    }
+    kernel_.vectorized = eligible;
+    kernel_.vector_width = eligible ? static_cast<int>(16 / c10::elementSize(operands_.front().dtype)) : 1;
+  }
+
+  std::string key() const {
+    std::vector<std::string> operands;
+    for (const auto& op : operands_) {
+      operands.push_back(fmt::format("{}/{}/{:x}", ir::dtype_name(op.dtype), class_name(op.cls), op.broadcast_mask));
+    }
+    return fmt::format("zenith-elementwise v{} | rank {} | index{} | vec {} | in {} out {} | {} | {}",
+                       kElementwiseCodegenVersion, shape_.size(), kernel_.index64 ? 64 : 32, kernel_.vector_width,
+                       group_.inputs.size(), group_.outputs.size(), fmt::join(operands, " "), fmt::join(key_ops_, " "));
+  }
+
+  std::string offset_code(const std::string& index) const {
+    // Only strided operands need the multi-index; contiguous ones use the linear index itself.
+    std::string code;
+    bool any_strided = false;
+    for (const auto& op : operands_) any_strided = any_strided || op.cls == OperandClass::Strided;
+    if (!any_strided) return code;
+    code += fmt::format("      Index rest = {};\n", index);
+    for (std::size_t k = 0; k < operands_.size(); ++k) {
+      if (operands_[k].cls == OperandClass::Strided) code += fmt::format("      Index o{} = 0;\n", k);
+    }
+    for (std::size_t d = shape_.size(); d-- > 0;) {
+      code += fmt::format("      {{ const Index c = rest % (Index)p.sizes[{0}]; rest /= (Index)p.sizes[{0}];", d);
+      for (std::size_t k = 0; k < operands_.size(); ++k) {
+        if (operands_[k].cls == OperandClass::Strided) code += fmt::format(" o{0} += c * (Index)p.strides{0}[{1}];", k, d);
+      }
+      code += " }\n";
+    }
+    return code;
+  }
+
+  std::string operand_address(std::size_t k, const std::string& index) const {
+    switch (operands_[k].cls) {
+      case OperandClass::Contiguous: return fmt::format("(p{} + {})", k, index);
+      case OperandClass::Scalar: return fmt::format("p{}", k);
+      case OperandClass::Strided: return fmt::format("(p{} + o{})", k, k);
+    }
+    return "";
+  }
+
+  std::string body(const std::string& index) const {
+    std::string code = offset_code(index);
+    for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
+      if (operands_[k].cls == OperandClass::Scalar) continue;  // loaded once, before the loop
+      code += fmt::format("      const float a{} = zn_load({});\n", k, operand_address(k, index));
+    }
+    for (const auto& statement : statements_) code += "      " + statement + "\n";
+    for (std::size_t o = 0; o < group_.outputs.size(); ++o) {
+      std::size_t k = group_.inputs.size() + o;
+      code += fmt::format("      zn_store({}, {});\n", operand_address(k, index), names_.at(group_.outputs[o]));
+    }
+    return code;
+  }
+
+  std::string vector_loop() const {
+    if (!kernel_.vectorized) return "";
+    const char* type = storage_type(operands_.front().dtype);
+    std::string code = fmt::format(
+        "  constexpr int V = {};\n"
+        "  if (p.flags & 1) {{\n"
+        "    const Index vectors = (Index)(p.numel / V);\n"
+        "    for (Index j = first; j < vectors; j += step) {{\n",
+        kernel_.vector_width);
+    for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
+      if (operands_[k].cls != OperandClass::Contiguous) continue;
+      code += fmt::format("      const uint4 r{0} = *reinterpret_cast<const uint4*>(p{0} + j * V);\n"
+                          "      const {1}* e{0} = reinterpret_cast<const {1}*>(&r{0});\n",
+                          k, type);
+    }
+    for (std::size_t o = 0; o < group_.outputs.size(); ++o) code += fmt::format("      uint4 w{0}; {1}* f{0} = reinterpret_cast<{1}*>(&w{0});\n", o, type);
+    code += "#pragma unroll\n      for (int v = 0; v < V; ++v) {\n";
+    for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
+      if (operands_[k].cls == OperandClass::Contiguous) code += fmt::format("        const float a{0} = zn_cvt(e{0}[v]);\n", k);
+    }
+    for (const auto& statement : statements_) code += "        " + statement + "\n";
+    for (std::size_t o = 0; o < group_.outputs.size(); ++o) {
+      code += fmt::format("        zn_store(f{} + v, {});\n", o, names_.at(group_.outputs[o]));
+    }
+    code += "      }\n";
+    for (std::size_t o = 0; o < group_.outputs.size(); ++o) {
+      code += fmt::format("      *reinterpret_cast<uint4*>(p{} + j * V) = w{};\n", group_.inputs.size() + o, o);
+    }
+    code += "    }\n    start = vectors * V + first;\n  }\n";
+    return code;
+  }
+
+  std::string source() const {
+    std::string code = kPrelude;
+    code += fmt::format("\n// {}\nstruct Args {{\n  long long numel;\n  long long flags;\n  long long sizes[{}];\n",
+                        kernel_.key, shape_.size());
+    for (std::size_t k = 0; k < operands_.size(); ++k) {
+      code += fmt::format("  void* ptr{0};\n  long long strides{0}[{1}];\n", k, shape_.size());
+    }
+    code += "};\n\n";
+    code += fmt::format("extern \"C\" __global__ void __launch_bounds__(256) {}(const Args p) {{\n", kernel_.name);
+    code += fmt::format("  typedef {} Index;\n", kernel_.index64 ? "long long" : "int");
+    for (std::size_t k = 0; k < operands_.size(); ++k) {
+      const char* type = storage_type(operands_[k].dtype);
+      bool output = k >= group_.inputs.size();
+      code += fmt::format("  {}{}* __restrict__ p{} = reinterpret_cast<{}{}*>(p.ptr{});\n", output ? "" : "const ", type, k,
+                          output ? "" : "const ", type, k);
+    }
+    for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
+      if (operands_[k].cls == OperandClass::Scalar) code += fmt::format("  const float a{0} = zn_load(p{0});\n", k);
+    }
+    code += "  const Index first = (Index)(blockIdx.x * blockDim.x + threadIdx.x);\n";
+    code += "  const Index step = (Index)(blockDim.x * gridDim.x);\n";
+    code += "  const Index numel = (Index)p.numel;\n";
+    code += "  Index start = first;\n";
+    code += vector_loop();
+    code += "  for (Index i = start; i < numel; i += step) {\n";
+    code += body("i");
+    code += "  }\n}\n";
+    return code;
+  }
+
+  const ir::Graph& group_;
+  std::vector<std::int64_t> shape_;
+  std::vector<Operand> operands_;
+  std::map<int, std::string> names_;
+  std::vector<std::string> statements_;
+  std::vector<std::string> key_ops_;
+  ElementwiseKernel kernel_;
+};
+
+}  // namespace
+
+std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Graph& group) {
+  try {
+    return Generator(group).run();
+  } catch (const Unsupported& unsupported) {
+    return unsupported.reason;
+  }
+}
+
+std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands) {
+  const DLTensor& out = *operands.at(kernel.operands.size() - 1);
+  std::vector<std::int64_t> shape(out.shape, out.shape + out.ndim);
+  if (shape.empty()) shape = {1};
+  std::int64_t numel = 1;
+  for (auto s : shape) numel *= s;
+  bool aligned = true;
+  std::vector<std::int64_t> words{numel, 0};
+  words.insert(words.end(), shape.begin(), shape.end());
+  for (const DLTensor* t : operands) {
+    auto* base = static_cast<char*>(t->data) + t->byte_offset;
+    aligned = aligned && reinterpret_cast<std::uintptr_t>(base) % 16 == 0;
+    words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(base)));
+    std::size_t offset = shape.size() - static_cast<std::size_t>(t->ndim);
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      bool present = d >= offset && t->shape[d - offset] != 1;
+      words.push_back(present ? t->strides[d - offset] : 0);
+    }
+  }
+  words[1] = aligned ? 1 : 0;
+  return words;
+}
+
+}  // namespace zenith::cuda

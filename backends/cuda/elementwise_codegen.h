@@ -1,0 +1,56 @@
+// CUDA C++ for a group of elementwise nodes: one kernel that reads every input once, evaluates the
+// whole chain in registers (in float32, whatever the storage type) and writes every output once.
+//
+// Kernels are shape-generic: sizes and strides are arguments, so the key (what changes the code)
+// holds the ops and their constant arguments, dtypes, the iteration rank, each operand's layout
+// class and broadcast pattern, the index width and whether the vector path exists, never a size.
+// A new sequence length therefore reuses the kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "core/graph.h"
+
+namespace zenith::cuda {
+
+/// Bumped whenever generated code changes for the same key: part of every key.
+constexpr int kElementwiseCodegenVersion = 1;
+
+/// How one operand is laid out against the iteration space; decides its indexing code.
+enum class OperandClass {
+  Contiguous,  ///< same sizes as the iteration space, row-major contiguous: offset = linear index
+  Scalar,      ///< one element broadcast everywhere: loaded once
+  Strided,     ///< anything else: offset from the multi-index and its strides (0 where broadcast)
+};
+
+/// A generated kernel and what a launch needs to know about it.
+struct ElementwiseKernel {
+  std::string key;          ///< the shape class, canonical text (no value ids, no sizes)
+  std::string name;         ///< "zenith_ew_<hash of key>": deterministic, so is the source
+  std::string source;       ///< CUDA C++
+  int rank = 1;             ///< iteration rank (0-d groups run as rank 1)
+  bool index64 = false;     ///< 64-bit offsets (some tensor passes 2^31 elements or offsets)
+  bool vectorized = false;  ///< has the 16-byte vector path (all operands contiguous or scalar, one dtype)
+  int vector_width = 1;     ///< elements per 16 bytes on that path
+  /// Value ids of the parameters, in order: the group's inputs, then its outputs.
+  std::vector<int> operands;
+  std::vector<OperandClass> classes;
+};
+
+/// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),
+/// or returns why it cannot (an op it does not know, a non-floating dtype, outputs of different
+/// shapes, an in-place output, a device other than CUDA).
+std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Graph& group);
+
+/// The kernel's single argument, as 8-byte words: numel, flags (bit 0: every pointer is 16-byte
+/// aligned, so the vector path may run), sizes[rank], then per operand its pointer and its
+/// strides[rank] in elements, broadcast dimensions as 0. `operands` are in ElementwiseKernel
+/// order; their shapes must be the plan's.
+std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands);
+
+}  // namespace zenith::cuda

@@ -1,0 +1,121 @@
+// The JIT CUDA backend on the GPU: fused elementwise groups against eager in float32, float16 and
+// bfloat16, across sizes and layouts, and the kernel cache across sizes. Labelled `gpu`.
+//
+// Tolerances: float32 kernels evaluate in float32 like eager, so they agree to 1e-5 relative to
+// the largest value. float16 and bfloat16 kernels keep intermediates in float32 and round once at
+// the store, where eager rounds after every op; the difference is a few units in the last place of
+// the storage type: 1e-2 (float16) and 4e-2 (bfloat16) relative to the largest value.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+
+double tolerance(c10::ScalarType dtype) {
+  return dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 1e-2 : 4e-2;
+}
+
+class JitCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    torch::manual_seed(21);
+  }
+  static CompileOptions strict() {
+    CompileOptions options;
+    options.fallback_to_eager = false;
+    return options;
+  }
+};
+
+at::Tensor chain(at::Tensor x, at::Tensor a, at::Tensor b, at::Tensor c) { return torch::gelu(x * a + b) * c; }
+
+TEST_F(JitCuda, FusedChainAcrossDtypesAndSizes) {
+  torch::NoGradGuard no_grad;
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t n : {1LL, 7LL, 128LL, 4097LL, 1LL << 20}) {
+      auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+      auto x = torch::randn({n}, options), a = torch::randn({n}, options);
+      auto b = torch::randn({n}, options), c = torch::randn({n}, options);
+      auto fast = compile(&chain, strict());
+      fast(x, a, b, c);
+      auto got = fast(x, a, b, c);
+      EXPECT_LE(relative_error(got.to(at::kFloat), chain(x, a, b, c).to(at::kFloat)), tolerance(dtype))
+          << c10::toString(dtype) << " n=" << n;
+      auto report = fast.report();
+      ASSERT_EQ(report.nodes_per_backend.count("jit_cuda"), 1u) << report.to_string();
+      EXPECT_EQ(report.nodes_per_backend.at("jit_cuda"), 4);
+      EXPECT_EQ(report.groups, 1) << "four elementwise ops, one kernel";
+    }
+  }
+}
+
+TEST_F(JitCuda, LayoutsBroadcastsAndMisalignment) {
+  torch::NoGradGuard no_grad;
+  auto options = torch::TensorOptions().device(torch::kCUDA);
+  auto base = torch::randn({257, 130}, options);
+  std::vector<std::pair<std::string, at::Tensor>> inputs = {
+      {"transposed", base.t()},
+      {"sliced", base.slice(1, 1, 129)},
+      {"misaligned by one element", base.flatten().narrow(0, 1, 257 * 128).view({257, 128})},
+  };
+  for (const auto& [what, x] : inputs) {
+    auto row = torch::randn({x.size(1)}, options);            // broadcast over rows
+    auto scalar = torch::randn({}, options);                  // 0-d
+    auto fn = [](at::Tensor x, at::Tensor row, at::Tensor s) { return torch::sigmoid(x * s + row) - x; };
+    auto fast = compile(fn, strict());
+    fast(x, row, scalar);
+    EXPECT_LE(relative_error(fast(x, row, scalar), fn(x, row, scalar)), 1e-5) << what;
+    EXPECT_EQ(fast.report().nodes_per_backend.at("jit_cuda"), 4) << what;
+  }
+}
+
+TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({3, 1000}, torch::kCUDA) * 3;
+  std::vector<std::pair<std::string, std::function<at::Tensor(at::Tensor)>>> ops = {
+      {"relu", [](at::Tensor t) { return torch::relu(t) * 2; }},
+      {"gelu tanh", [](at::Tensor t) { return torch::gelu(t, "tanh") * 2; }},
+      {"silu", [](at::Tensor t) { return torch::silu(t) * 2; }},
+      {"sigmoid", [](at::Tensor t) { return torch::sigmoid(t) * 2; }},
+      {"tanh", [](at::Tensor t) { return torch::tanh(t) * 2; }},
+      {"exp", [](at::Tensor t) { return torch::exp(t) * 2; }},
+      {"abs log", [](at::Tensor t) { return torch::log(torch::abs(t) + 1); }},
+      {"rsqrt", [](at::Tensor t) { return torch::rsqrt(torch::abs(t) + 1); }},
+      {"pow", [](at::Tensor t) { return torch::pow(t, 2) + torch::pow(torch::abs(t), 1.7); }},
+      {"clamp", [](at::Tensor t) { return torch::clamp(t, -1, 1) * 2; }},
+      {"leaky_relu", [](at::Tensor t) { return torch::leaky_relu(t, 0.1) * 2; }},
+      {"hardswish", [](at::Tensor t) { return torch::hardswish(t) * 2; }},
+      {"softplus", [](at::Tensor t) { return torch::softplus(t) * 2; }},
+      {"neg sub div", [](at::Tensor t) { return (-t - 1) / (t * t + 1); }},
+  };
+  for (const auto& [name, fn] : ops) {
+    auto fast = compile(fn, strict());
+    fast(x);
+    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << name;
+    EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
+  }
+}
+
+TEST_F(JitCuda, ANewSizeReusesTheKernelFromTheCache) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor x) { return torch::tanh(x * 0.25 + 1.0) * x; };
+  auto fast = compile(fn, strict());
+  fast(torch::randn({32, 100, 64}, torch::kCUDA));
+  for (std::int64_t length : {101, 257, 999}) {
+    auto x = torch::randn({32, length, 64}, torch::kCUDA);
+    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5);
+    auto report = fast.report();
+    EXPECT_EQ(report.kernels_compiled, 0) << "length " << length << ": " << report.to_string();
+    EXPECT_EQ(report.kernel_cache_hits, 1) << "length " << length;
+  }
+}
+
+}  // namespace
+}  // namespace zenith
