@@ -17,6 +17,7 @@
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "core/graph_json.h"
+#include "core/plugin_guard.h"
 #include "zenith/plugin.h"
 
 namespace {
@@ -45,20 +46,12 @@ struct Context {
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) {
-  return host->status_create(host->host_ctx, code, message.c_str());
+  return zenith::plugin_side::make_status(host, code, message);
 }
 
 template <typename Body>
 zn_status* guarded(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(ZN_STATUS_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& error) {
-    return fail(ZN_STATUS_INTERNAL, error.what());
-  } catch (...) {
-    return fail(ZN_STATUS_INTERNAL, "unknown exception");
-  }
+  return zenith::plugin_side::guarded(host, std::forward<Body>(body));
 }
 
 void check(cudaError_t status, const char* what) {
@@ -116,11 +109,7 @@ zn_status* jit_query(void*, zn_query_args* args) {
     if (!ZN_HAS_FIELD(args, zn_query_args, reason_capacity)) return fail(ZN_STATUS_INVALID_ARGUMENT, "zn_query_args too short");
     auto generated = generate(args->group_json, args->group_json_size);
     const auto* why = std::get_if<std::string>(&generated);
-    args->supported = why == nullptr ? 1 : 0;
-    if (why != nullptr && args->reason != nullptr && args->reason_capacity > 0) {
-      auto written = fmt::format_to_n(args->reason, args->reason_capacity - 1, "{}", *why);
-      *written.out = '\0';
-    }
+    zenith::plugin_side::answer_query(args, why ? *why : std::string());
     return nullptr;
   });
 }

@@ -11,6 +11,7 @@
 #include "core/aten_call.h"
 #include "core/dlpack_view.h"
 #include "core/graph_json.h"
+#include "core/plugin_guard.h"
 
 namespace zenith::dispatcher_plugin {
 namespace {
@@ -25,24 +26,11 @@ struct Kernel {
   int device_index = 0;
 };
 
-zn_status* fail(zn_status_code code, const std::string& message) {
-  return host->status_create(host->host_ctx, code, message.c_str());
-}
+zn_status* fail(zn_status_code code, const std::string& message) { return plugin_side::make_status(host, code, message); }
 
-// Runs `body`, turning any exception into a status: nothing may cross the C ABI.
 template <typename Body>
 zn_status* guarded(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(ZN_STATUS_OUT_OF_MEMORY, "out of memory");
-  } catch (const c10::Error& error) {
-    return fail(ZN_STATUS_INTERNAL, error.what_without_backtrace());  // the message, not a C++ backtrace
-  } catch (const std::exception& error) {
-    return fail(ZN_STATUS_INTERNAL, error.what());
-  } catch (...) {
-    return fail(ZN_STATUS_INTERNAL, "unknown exception");
-  }
+  return plugin_side::guarded(host, std::forward<Body>(body));
 }
 
 ir::Graph parse_group(const char* json, size_t size) {
@@ -85,12 +73,7 @@ void plugin_shutdown(void*) {}
 zn_status* plugin_query(void*, zn_query_args* args) {
   return guarded([&]() -> zn_status* {
     if (!ZN_HAS_FIELD(args, zn_query_args, reason_capacity)) return fail(ZN_STATUS_INVALID_ARGUMENT, "zn_query_args too short");
-    auto why = refusal(parse_group(args->group_json, args->group_json_size));
-    args->supported = why.empty() ? 1 : 0;
-    if (!why.empty() && args->reason != nullptr && args->reason_capacity > 0) {
-      auto written = fmt::format_to_n(args->reason, args->reason_capacity - 1, "{}", why);
-      *written.out = '\0';
-    }
+    plugin_side::answer_query(args, refusal(parse_group(args->group_json, args->group_json_size)));
     return nullptr;
   });
 }
