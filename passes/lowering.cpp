@@ -1,16 +1,60 @@
 #include "passes/lowering.h"
 
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "passes/partition.h"
 
 namespace zenith::passes {
 
+namespace {
+
+// Compiles every claimed group, several at a time: NVRTC compiles dominate the cost of a new plan,
+// and plugins must accept concurrent compiles (include/zenith/plugin.h). Results keep their order;
+// the first failure is rethrown after all workers stop.
+std::vector<std::pair<std::shared_ptr<Kernel>, bool>> compile_groups(const std::vector<PlacedGroup>& placed,
+                                                                     const std::string& backend_options) {
+  std::vector<std::pair<std::shared_ptr<Kernel>, bool>> kernels(placed.size());
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < placed.size(); ++i)
+    if (placed[i].backend != nullptr) todo.push_back(i);
+  std::atomic<std::size_t> next{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (std::size_t k = next++; k < todo.size(); k = next++) {
+      const auto& item = placed[todo[k]];
+      try {
+        bool from_cache = false;
+        auto kernel = item.backend->compile(item.group_json, backend_options, &from_cache);
+        kernels[todo[k]] = {std::move(kernel), from_cache};
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  std::size_t threads = std::min<std::size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> workers;
+  for (std::size_t t = 1; t < threads; ++t) workers.emplace_back(work);
+  work();  // the calling thread works too
+  for (auto& worker : workers) worker.join();
+  if (failure) std::rethrow_exception(failure);
+  return kernels;
+}
+
+}  // namespace
+
 Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends, CompileReport& report,
                    const std::string& backend_options) {
   auto placed = order_steps(graph, partition(graph, backends));
+  auto kernels = compile_groups(placed, backend_options);
   Plan plan;
-  for (auto& item : placed) {
+  for (std::size_t index = 0; index < placed.size(); ++index) {
+    auto& item = placed[index];
     Step step;
     const auto& group = item.group.graph;
     step.inputs = group.inputs;
@@ -28,9 +72,8 @@ Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends,
     } else {
       step.kind = Step::Kind::Kernel;
       step.backend = item.backend->name();
-      bool from_cache = false;
-      step.kernel = item.backend->compile(item.group_json, backend_options, &from_cache);
-      (from_cache ? report.kernel_cache_hits : report.kernels_compiled) += 1;
+      step.kernel = std::move(kernels[index].first);
+      (kernels[index].second ? report.kernel_cache_hits : report.kernels_compiled) += 1;
       report.groups += 1;
       report.nodes_per_backend[step.backend] += static_cast<std::int64_t>(item.group.nodes.size());
     }

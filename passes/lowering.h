@@ -1,5 +1,5 @@
 // Lowering: an optimized graph becomes a Plan: partitioned over backends, groups compiled into
-// kernels, and each intermediate value released after its last reader.
+// kernels (several at a time), and each intermediate value released after its last reader.
 #pragma once
 
 #include <vector>

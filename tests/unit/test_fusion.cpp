@@ -110,6 +110,25 @@ TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
   EXPECT_EQ(report.groups, 1);
 }
 
+TEST(FusionEndToEnd, ManyKernelsCompileTogetherAndRunInOrder) {
+  torch::NoGradGuard no_grad;
+  // Twelve fused chains, each cut off from the next by a softmax: 24 kernels compiled at once by
+  // the lowering's workers, then run in dependency order.
+  auto fn = [](at::Tensor x, at::Tensor y) {
+    for (int i = 0; i < 12; ++i) x = torch::softmax(torch::tanh(x * y + y) - x, -1);
+    return x;
+  };
+  auto fast = compile(fn, with_example_plugin());
+  auto x = torch::randn({4, 16}), y = torch::randn({4, 16});
+  fast(x, y);
+  EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6));
+  auto report = fast.report();
+  EXPECT_EQ(report.groups, 24);
+  EXPECT_EQ(report.kernels_compiled + report.kernel_cache_hits, 24);
+  EXPECT_EQ(report.nodes_per_backend.at("example"), 48);
+  EXPECT_EQ(report.nodes_per_backend.at("cpu"), 12);
+}
+
 #ifdef ZENITH_WRONG_PLUGIN
 TEST(FusionEndToEnd, AGroupNoBackendClaimsIsSplitBack) {
   torch::NoGradGuard no_grad;
