@@ -17,14 +17,6 @@ void* current_stream(const c10::Device& device) {
   return guard.getStream(device).native_handle();
 }
 
-c10::Device step_device(const Step& step, const std::vector<at::Tensor>& values) {
-  if (!step.output_types.empty()) return step.output_types.front().device;
-  for (int id : step.inputs) {
-    if (values[id].defined()) return values[id].device();
-  }
-  return c10::Device(c10::kCPU);
-}
-
 void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
   std::vector<DLTensor> inputs;
   inputs.reserve(step.inputs.size());
@@ -42,7 +34,7 @@ void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
     }
     outputs.push_back(borrow_dlpack(values[step.outputs[o]]));
   }
-  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step_device(step, values)));
+  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step.device));
 }
 
 void run_host_step(const Step& step, std::vector<at::Tensor>& values) {

@@ -33,6 +33,8 @@ struct Step {
   std::vector<int> release_after;
   /// Indices of the graph nodes this step runs.
   std::vector<int> nodes;
+  /// Kernel steps: the device the kernel runs on, whose current stream a launch uses.
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 /// A compiled signature.

@@ -17,10 +17,16 @@ namespace zenith {
 namespace fs = std::filesystem;
 namespace {
 
+// What trying one file gave: the backend, or why there is none.
+struct Outcome {
+  const Backend* backend = nullptr;
+  std::string reason;
+};
+
 struct LoaderState {
   std::mutex mutex;
   std::vector<PluginCandidate> candidates;
-  std::map<std::string, const Backend*> by_real_path;  // null: tried and skipped
+  std::map<std::string, Outcome> by_real_path;
   std::map<std::string, std::string> path_of_name;
   std::vector<std::unique_ptr<Backend>> backends;
 };
@@ -136,19 +142,20 @@ const Backend* load_one(LoaderState& s, PluginCandidate& candidate, const std::s
   return s.backends.back().get();
 }
 
-void consider(LoaderState& s, const std::string& path, const std::string& source) {
+Outcome consider(LoaderState& s, const std::string& path, const std::string& source) {
   std::error_code ec;
   auto real = fs::weakly_canonical(path, ec).string();
   if (ec || !fs::exists(real, ec)) {
     PluginCandidate missing{path, source, false, "", 0, "no such file or folder"};
     log::warn("plugin candidate {} (from {}) skipped: {}", path, source, missing.reason);
     s.candidates.push_back(missing);
-    return;
+    return {nullptr, missing.reason};
   }
-  if (s.by_real_path.count(real)) return;  // seen before, through this or another entry
+  // A file seen before, through this or another entry, is not tried again.
+  if (auto it = s.by_real_path.find(real); it != s.by_real_path.end()) return it->second;
   PluginCandidate candidate{path, source, false, "", 0, ""};
   const Backend* backend = load_one(s, candidate, real);
-  s.by_real_path[real] = backend;
+  s.by_real_path[real] = Outcome{backend, candidate.reason};
   if (backend != nullptr) {
     log::debug("plugin '{}' {} loaded from {} (priority {})", backend->name(), backend->version(), real, backend->priority());
   } else if (candidate.reason.find("UNAVAILABLE") != std::string::npos) {
@@ -157,6 +164,7 @@ void consider(LoaderState& s, const std::string& path, const std::string& source
     log::warn("plugin {} (from {}) skipped: {}", path, source, candidate.reason);
   }
   s.candidates.push_back(std::move(candidate));
+  return s.by_real_path[real];
 }
 
 }  // namespace
@@ -194,16 +202,9 @@ std::vector<const Backend*> discover_backends(const std::vector<std::string>& ex
 const Backend* load_backend(const std::string& path) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  consider(s, path, "explicit");
-  std::error_code ec;
-  auto real = fs::weakly_canonical(path, ec).string();
-  if (auto it = s.by_real_path.find(real); it != s.by_real_path.end() && it->second != nullptr) return it->second;
-  for (auto it = s.candidates.rbegin(); it != s.candidates.rend(); ++it) {
-    if (it->path == path || fs::weakly_canonical(it->path, ec).string() == real) {
-      throw Error(fmt::format("plugin {} cannot be used: {}", path, it->reason));
-    }
-  }
-  throw Error(fmt::format("plugin {} cannot be used", path));
+  auto outcome = consider(s, path, "explicit");
+  if (outcome.backend == nullptr) throw Error(fmt::format("plugin {} cannot be used: {}", path, outcome.reason));
+  return outcome.backend;
 }
 
 std::vector<const Backend*> order_backends(const std::vector<const Backend*>& backends,

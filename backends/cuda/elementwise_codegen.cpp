@@ -238,8 +238,11 @@ bool needs_64bit(const ir::Graph& group, const std::vector<Operand>& operands, c
   std::int64_t numel = 1;
   for (auto s : shape) numel *= s;
   if (numel > std::numeric_limits<std::int32_t>::max()) return true;
+  // Offsets are in elements: the largest one an operand reaches must fit too.
   for (const auto& op : operands) {
-    if (group.value(op.id).type.storage_bytes() / 1 > std::numeric_limits<std::int32_t>::max()) return true;
+    const auto& type = group.value(op.id).type;
+    auto span = type.storage_bytes() / static_cast<std::int64_t>(c10::elementSize(type.dtype));
+    if (span > std::numeric_limits<std::int32_t>::max()) return true;
   }
   return false;
 }
