@@ -5,18 +5,66 @@
 
 #include "core/op_registry.h"
 #include "core/op_schema.h"
+#include "core/row_reduction.h"
 
 namespace zenith::passes {
 namespace {
 
-// Pure elementwise nodes whose results are tensors on one device.
+// Pure elementwise nodes and row reductions whose results are tensors on one device.
 bool fusible(const ir::Graph& graph, const ir::Node& node) {
   auto info = ir::op_info(node.op);
-  if (info.category != ir::OpCategory::Elementwise || info.random || node.list_output) return false;
+  bool elementwise = info.category == ir::OpCategory::Elementwise;
+  bool row_reduction = info.category == ir::OpCategory::Reduction && ir::row_reduction(graph, node).has_value();
+  if (!(elementwise || row_reduction) || info.random || node.list_output) return false;
   auto facts = ir::alias_facts(node);
   if (facts.is_view || !facts.mutated_inputs.empty()) return false;
   for (int id : node.input_ids()) {
     if (graph.value(id).type.device != graph.value(node.outputs.at(0)).type.device) return false;
+  }
+  return true;
+}
+
+// The shape every reduction of a group reads, and how many trailing dimensions rows span.
+struct RowSpace {
+  std::vector<std::int64_t> shape;
+  int inner = 0;
+};
+
+bool broadcasts_to(const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& shape) {
+  if (sizes.size() > shape.size()) return false;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    auto target = shape[shape.size() - sizes.size() + d];
+    if (sizes[d] != target && sizes[d] != 1) return false;
+  }
+  return true;
+}
+
+// One value per row: the reduced shape with or without the reduced dimensions kept as 1.
+bool is_per_row(const std::vector<std::int64_t>& sizes, const RowSpace& space) {
+  const std::size_t outer = space.shape.size() - static_cast<std::size_t>(space.inner);
+  std::vector<std::int64_t> kept(space.shape.begin(), space.shape.begin() + static_cast<std::ptrdiff_t>(outer));
+  if (sizes == kept) return true;
+  kept.resize(space.shape.size(), 1);
+  return sizes == kept;
+}
+
+// Whether `node` may join group `candidate`, whose reductions span `space` (null: none yet), so
+// that one row kernel can still run it: reductions over the same rows, and elementwise nodes
+// giving a value per element or per row of them, reading from outside only what broadcasts so.
+bool fits_row_space(const ir::Graph& graph, const ir::Node& node, const RowSpace* space, int candidate,
+                    const std::vector<int>& group_of, const std::vector<int>& producer) {
+  if (space == nullptr) return true;
+  if (auto reduction = ir::row_reduction(graph, node)) {
+    return graph.value(reduction->input).type.sizes == space->shape && reduction->inner == space->inner;
+  }
+  const auto& out = graph.value(node.outputs.at(0)).type.sizes;
+  const bool full = out == space->shape;
+  if (!full && !is_per_row(out, *space)) return false;
+  for (int id : node.input_ids()) {
+    if (producer[id] >= 0 && group_of[producer[id]] == candidate) continue;
+    const auto& type = graph.value(id).type;
+    if (type.numel() == 1) continue;
+    if (!full || !broadcasts_to(type.sizes, space->shape)) return false;
   }
   return true;
 }
@@ -32,6 +80,7 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
   // outside it that feeds G again, and no order could run G as one kernel.
   std::vector<std::set<int>> depends_on(n_nodes);
   std::map<int, std::size_t> group_size;
+  std::map<int, RowSpace> row_space;
   int next_group = 0;
 
   for (std::size_t n = 0; n < n_nodes; ++n) {
@@ -50,6 +99,10 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
     for (int p : producers) {
       int candidate = group_of[p];
       if (candidate < 0 || group_size[candidate] >= max_nodes_) continue;
+      auto space = row_space.find(candidate);
+      if (!fits_row_space(graph, node, space == row_space.end() ? nullptr : &space->second, candidate, group_of, producer)) {
+        continue;
+      }
       bool convex = true;
       for (int m : producers) convex = convex && (group_of[m] == candidate || !depends_on[m].count(candidate));
       if (convex) {
@@ -58,6 +111,9 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
       }
     }
     if (chosen < 0) chosen = next_group++;
+    if (auto reduction = ir::row_reduction(graph, node); reduction && !row_space.count(chosen)) {
+      row_space[chosen] = RowSpace{graph.value(reduction->input).type.sizes, reduction->inner};
+    }
     group_of[n] = chosen;
     group_size[chosen] += 1;
   }

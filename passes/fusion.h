@@ -1,5 +1,8 @@
-// Fusion: marks groups of elementwise nodes (producer into consumer) that a backend may run as one
-// kernel. It only proposes: partitioning offers each group whole to the backends and splits a
+// Fusion: marks groups of elementwise nodes (producer into consumer), with the row reductions and
+// normalizations among them (sum, mean, amax, amin, var, std, softmax, log_softmax, layer_norm over
+// trailing dimensions; core/row_reduction.h), that a backend may run as one kernel. A group's
+// reductions all read the same rows, and its other nodes give a value per element or per row of
+// them. It only proposes: partitioning offers each group whole to the backends and splits a
 // group nobody claims back into single nodes.
 #pragma once
 

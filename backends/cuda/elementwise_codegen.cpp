@@ -1,190 +1,15 @@
 #include "backends/cuda/elementwise_codegen.h"
 
-#include <cmath>
-#include <functional>
 #include <limits>
 #include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/op_schema.h"
+#include "backends/cuda/expression_rules.h"
 
 namespace zenith::cuda {
 namespace {
-
-// A failure to generate, with the reason the plugin reports.
-struct Unsupported {
-  std::string reason;
-};
-
-const char* storage_type(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float: return "float";
-    case c10::ScalarType::Half: return "__half";
-    case c10::ScalarType::BFloat16: return "__nv_bfloat16";
-    default: return nullptr;
-  }
-}
-
-// Float literals that read back to exactly the double's float rounding.
-std::string literal(double v) {
-  if (!std::isfinite(v)) throw Unsupported{fmt::format("the constant {} is not finite", v)};
-  auto text = fmt::format("{:.9g}", static_cast<float>(v));
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";  // "1f" is not a float literal
-  return text + "f";
-}
-
-// Arguments of one node as the code generator sees them.
-class NodeView {
- public:
-  NodeView(const ir::Node& node, const std::map<int, std::string>& names) : node_(node), names_(names) {}
-
-  std::string value(const std::string& arg) const {
-    const auto* a = node_.arg(arg);
-    const auto* ref = a ? std::get_if<ir::ValueRef>(&a->value) : nullptr;
-    if (ref == nullptr) throw Unsupported{fmt::format("{}: argument '{}' is not a tensor", node_.qualified_name(), arg)};
-    return names_.at(ref->id);
-  }
-  std::string scalar(const std::string& arg) const {
-    const auto* a = node_.arg(arg);
-    if (a != nullptr) {
-      if (const auto* i = std::get_if<std::int64_t>(&a->value)) return literal(static_cast<double>(*i));
-      if (const auto* d = std::get_if<double>(&a->value)) return literal(*d);
-    }
-    throw Unsupported{fmt::format("{}: argument '{}' is not a number", node_.qualified_name(), arg)};
-  }
-  bool is_none(const std::string& arg) const {
-    const auto* a = node_.arg(arg);
-    return a == nullptr || std::holds_alternative<ir::NoneArg>(a->value);
-  }
-  std::string text(const std::string& arg) const {
-    const auto* a = node_.arg(arg);
-    const auto* s = a ? std::get_if<std::string>(&a->value) : nullptr;
-    return s ? *s : "";
-  }
-  bool alpha_is_one() const { return is_none("alpha") || scalar("alpha") == literal(1.0); }
-  std::string scaled(const std::string& operand) const {
-    return alpha_is_one() ? operand : fmt::format("({} * {})", scalar("alpha"), operand);
-  }
-  int64_t dtype_arg() const {
-    const auto* a = node_.arg("dtype");
-    const auto* i = a ? std::get_if<std::int64_t>(&a->value) : nullptr;
-    if (i == nullptr) throw Unsupported{node_.qualified_name() + ": no target dtype"};
-    return *i;
-  }
-
- private:
-  const ir::Node& node_;
-  const std::map<int, std::string>& names_;
-};
-
-using Rule = std::function<std::string(const NodeView&)>;
-
-std::string pow_scalar(const NodeView& n) {
-  auto e = n.scalar("exponent");
-  auto a = n.value("self");
-  if (e == literal(2)) return fmt::format("({0} * {0})", a);
-  if (e == literal(3)) return fmt::format("({0} * {0} * {0})", a);
-  if (e == literal(0.5)) return fmt::format("sqrtf({})", a);
-  if (e == literal(-1)) return fmt::format("(1.f / {})", a);
-  return fmt::format("powf({}, {})", a, e);
-}
-
-std::string cast(const NodeView& n) {
-  auto a = n.value("self");
-  switch (static_cast<c10::ScalarType>(n.dtype_arg())) {
-    case c10::ScalarType::Float: return a;
-    case c10::ScalarType::Half: return fmt::format("zn_round_half({})", a);
-    case c10::ScalarType::BFloat16: return fmt::format("zn_round_bf16({})", a);
-    default: throw Unsupported{"aten::_to_copy to a non-floating dtype"};
-  }
-}
-
-// Expressions in float; helpers (zn_*) keep PyTorch's NaN propagation where CUDA's fmaxf would not.
-const std::map<std::string, Rule>& rules() {
-  static const std::map<std::string, Rule> table = {
-      {"aten::add.Tensor", [](const NodeView& n) { return fmt::format("({} + {})", n.value("self"), n.scaled(n.value("other"))); }},
-      {"aten::sub.Tensor", [](const NodeView& n) { return fmt::format("({} - {})", n.value("self"), n.scaled(n.value("other"))); }},
-      {"aten::rsub.Tensor", [](const NodeView& n) { return fmt::format("({} - {})", n.value("other"), n.scaled(n.value("self"))); }},
-      {"aten::mul.Tensor", [](const NodeView& n) { return fmt::format("({} * {})", n.value("self"), n.value("other")); }},
-      {"aten::div.Tensor", [](const NodeView& n) { return fmt::format("({} / {})", n.value("self"), n.value("other")); }},
-      {"aten::add.Scalar", [](const NodeView& n) { return fmt::format("({} + {})", n.value("self"), n.scaled(n.scalar("other"))); }},
-      {"aten::sub.Scalar", [](const NodeView& n) { return fmt::format("({} - {})", n.value("self"), n.scaled(n.scalar("other"))); }},
-      {"aten::rsub.Scalar", [](const NodeView& n) { return fmt::format("({} - {})", n.scalar("other"), n.scaled(n.value("self"))); }},
-      {"aten::mul.Scalar", [](const NodeView& n) { return fmt::format("({} * {})", n.value("self"), n.scalar("other")); }},
-      {"aten::div.Scalar", [](const NodeView& n) { return fmt::format("({} / {})", n.value("self"), n.scalar("other")); }},
-      {"aten::neg", [](const NodeView& n) { return fmt::format("(-{})", n.value("self")); }},
-      {"aten::abs", [](const NodeView& n) { return fmt::format("fabsf({})", n.value("self")); }},
-      {"aten::exp", [](const NodeView& n) { return fmt::format("expf({})", n.value("self")); }},
-      {"aten::log", [](const NodeView& n) { return fmt::format("logf({})", n.value("self")); }},
-      {"aten::sqrt", [](const NodeView& n) { return fmt::format("sqrtf({})", n.value("self")); }},
-      {"aten::rsqrt", [](const NodeView& n) { return fmt::format("rsqrtf({})", n.value("self")); }},
-      {"aten::reciprocal", [](const NodeView& n) { return fmt::format("(1.f / {})", n.value("self")); }},
-      {"aten::square", [](const NodeView& n) { return fmt::format("({0} * {0})", n.value("self")); }},
-      {"aten::sin", [](const NodeView& n) { return fmt::format("sinf({})", n.value("self")); }},
-      {"aten::cos", [](const NodeView& n) { return fmt::format("cosf({})", n.value("self")); }},
-      {"aten::erf", [](const NodeView& n) { return fmt::format("erff({})", n.value("self")); }},
-      {"aten::tanh", [](const NodeView& n) { return fmt::format("tanhf({})", n.value("self")); }},
-      {"aten::sigmoid", [](const NodeView& n) { return fmt::format("(1.f / (1.f + expf(-{})))", n.value("self")); }},
-      {"aten::silu", [](const NodeView& n) { return fmt::format("({0} / (1.f + expf(-{0})))", n.value("self")); }},
-      {"aten::relu", [](const NodeView& n) { return fmt::format("zn_relu({})", n.value("self")); }},
-      {"aten::gelu",
-       [](const NodeView& n) {
-         auto a = n.value("self");
-         if (n.text("approximate") == "tanh") {
-           return fmt::format("(0.5f * {0} * (1.f + tanhf(0.7978845608f * ({0} + 0.044715f * {0} * {0} * {0}))))", a);
-         }
-         return fmt::format("(0.5f * {0} * (1.f + erff({0} * 0.7071067812f)))", a);
-       }},
-      {"aten::leaky_relu",
-       [](const NodeView& n) { return fmt::format("({0} > 0.f ? {0} : {0} * {1})", n.value("self"), n.scalar("negative_slope")); }},
-      {"aten::hardswish",
-       [](const NodeView& n) { return fmt::format("({0} * fminf(fmaxf({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
-      {"aten::hardsigmoid",
-       [](const NodeView& n) { return fmt::format("(fminf(fmaxf({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
-      {"aten::softplus",
-       [](const NodeView& n) {
-         return fmt::format("({0} * {1} > {2} ? {0} : log1pf(expf({0} * {1})) / {1})", n.value("self"), n.scalar("beta"),
-                            n.scalar("threshold"));
-       }},
-      {"aten::pow.Tensor_Scalar", pow_scalar},
-      {"aten::pow.Tensor_Tensor", [](const NodeView& n) { return fmt::format("powf({}, {})", n.value("self"), n.value("exponent")); }},
-      {"aten::maximum", [](const NodeView& n) { return fmt::format("zn_max({}, {})", n.value("self"), n.value("other")); }},
-      {"aten::minimum", [](const NodeView& n) { return fmt::format("zn_min({}, {})", n.value("self"), n.value("other")); }},
-      {"aten::clamp_min", [](const NodeView& n) { return fmt::format("zn_max({}, {})", n.value("self"), n.scalar("min")); }},
-      {"aten::clamp_max", [](const NodeView& n) { return fmt::format("zn_min({}, {})", n.value("self"), n.scalar("max")); }},
-      {"aten::clamp",
-       [](const NodeView& n) {
-         auto a = n.value("self");
-         if (!n.is_none("min")) a = fmt::format("zn_max({}, {})", a, n.scalar("min"));
-         if (!n.is_none("max")) a = fmt::format("zn_min({}, {})", a, n.scalar("max"));
-         return a;
-       }},
-      {"aten::_to_copy", cast},
-  };
-  return table;
-}
-
-constexpr const char* kPrelude = R"(#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-// Loads and stores convert to and from float32, in which every expression is evaluated.
-__device__ __forceinline__ float zn_load(const float* p) { return *p; }
-__device__ __forceinline__ float zn_load(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ float zn_load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ float zn_cvt(float v) { return v; }
-__device__ __forceinline__ float zn_cvt(__half v) { return __half2float(v); }
-__device__ __forceinline__ float zn_cvt(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void zn_store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void zn_store(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void zn_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ __forceinline__ float zn_round_half(float v) { return __half2float(__float2half_rn(v)); }
-__device__ __forceinline__ float zn_round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-// PyTorch propagates NaN through relu, clamp, maximum and minimum; fmaxf/fminf would drop it.
-__device__ __forceinline__ float zn_relu(float a) { return (a > 0.f || a != a) ? a : 0.f; }
-__device__ __forceinline__ float zn_max(float a, float b) { return (a != a || a > b) ? a : b; }
-__device__ __forceinline__ float zn_min(float a, float b) { return (a != a || a < b) ? a : b; }
-)";
 
 struct Operand {
   int id;
@@ -247,12 +72,6 @@ bool needs_64bit(const ir::Graph& group, const std::vector<Operand>& operands, c
   return false;
 }
 
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
-
 class Generator {
  public:
   explicit Generator(const ir::Graph& group) : group_(group) {}
@@ -281,7 +100,7 @@ class Generator {
       kernel_.classes.push_back(op.cls);
     }
     kernel_.key = key();
-    kernel_.name = fmt::format("zenith_ew_{:016x}", fnv1a(kernel_.key));
+    kernel_.name = fmt::format("zenith_ew_{:016x}", key_hash(kernel_.key));
     kernel_.source = source();
     return kernel_;
   }
@@ -293,7 +112,7 @@ class Generator {
       if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
     }
     for (const auto& node : group_.nodes) {
-      if (!rules().count(node.qualified_name())) {
+      if (!has_expression_rule(node.qualified_name())) {
         throw Unsupported{fmt::format("{} is not an elementwise op the code generator knows", node.qualified_name())};
       }
     }
@@ -310,7 +129,7 @@ class Generator {
 
   void build_expressions() {
     for (const auto& node : group_.nodes) {
-      auto expr = rules().at(node.qualified_name())(NodeView(node, names_));
+      auto expr = expression(group_, node, names_);
       for (int id : node.outputs) {
         statements_.push_back(fmt::format("const float {} = {};", names_.at(id), expr));
         // The key holds the canonical statement: op, constants and data flow, no ids.
@@ -417,7 +236,7 @@ class Generator {
   }
 
   std::string source() const {
-    std::string code = kPrelude;
+    std::string code = device_prelude();
     code += fmt::format("\n// {}\nstruct Args {{\n  long long numel;\n  long long flags;\n  long long sizes[{}];\n",
                         kernel_.key, shape_.size());
     for (std::size_t k = 0; k < operands_.size(); ++k) {

@@ -1,5 +1,6 @@
-// The JIT CUDA backend plugin: claims groups of elementwise nodes on CUDA tensors, generates one
-// CUDA C++ kernel per group (elementwise_codegen), finds it in the kernel cache or compiles it
+// The JIT CUDA backend plugin: claims fused groups on CUDA tensors (elementwise chains, and row
+// reductions and normalizations with their elementwise neighbours), generates one CUDA C++ kernel
+// per group (kernel_codegen), finds it in the kernel cache or compiles it
 // with NVRTC for this device, and launches it on the host's stream. Priority 300: above the
 // PyTorch GPU plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
@@ -13,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_architecture.h"
-#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "core/graph_json.h"
@@ -22,7 +23,7 @@
 
 namespace {
 
-using zenith::cuda::ElementwiseKernel;
+using zenith::cuda::GeneratedKernel;
 
 const zn_host_api* host = nullptr;
 
@@ -33,7 +34,7 @@ struct LoadedKernel {
 };
 
 struct JitKernel {
-  ElementwiseKernel kernel;
+  GeneratedKernel kernel;
   std::shared_ptr<LoadedKernel> loaded;
 };
 
@@ -58,18 +59,18 @@ void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
 }
 
-std::variant<ElementwiseKernel, std::string> generate(const char* json, size_t size) {
+std::variant<GeneratedKernel, std::string> generate(const char* json, size_t size) {
   auto group = zenith::ir::from_json(zenith::ir::parse_json(std::string(json, size), "group from the host"));
-  return zenith::cuda::generate_elementwise(group);
+  return zenith::cuda::generate_kernel(group);
 }
 
 // What changes the binary besides the source's key: the target, the compiler and its options.
-std::string full_key(const Context& context, const ElementwiseKernel& kernel) {
+std::string full_key(const Context& context, const GeneratedKernel& kernel) {
   std::string options;
   for (const auto& option : zenith::cuda::standard_options(context.target)) {
     if (option.rfind("-I", 0) != 0) options += option + " ";  // include folders differ between machines
   }
-  return fmt::format("{} | target {} | nvrtc {} | {}", kernel.key, context.target.to_string(),
+  return fmt::format("{} | target {} | nvrtc {} | {}", kernel.key(), context.target.to_string(),
                      zenith::cuda::nvrtc_version(), options);
 }
 
@@ -121,7 +122,7 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
     auto generated = generate(args->group_json, args->group_json_size);
     if (const auto* why = std::get_if<std::string>(&generated)) return fail(ZN_STATUS_UNSUPPORTED, *why);
     auto jit = std::make_unique<JitKernel>();
-    jit->kernel = std::get<ElementwiseKernel>(std::move(generated));
+    jit->kernel = std::get<GeneratedKernel>(std::move(generated));
     zenith::cuda::KernelKey key{full_key(context, jit->kernel)};
     bool from_cache = true;
     auto cached = context.cache->find(key);
@@ -129,13 +130,13 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
       from_cache = false;
       auto options = nlohmann::json::parse(args->options_json ? args->options_json : "{}", nullptr, false);
       zenith::cuda::CompileRequest request;
-      request.source = jit->kernel.source;
-      request.kernel_name = jit->kernel.name;
+      request.source = jit->kernel.source();
+      request.kernel_name = jit->kernel.name();
       request.target = context.target;
-      request.source_file_name = jit->kernel.name + ".cu";
+      request.source_file_name = jit->kernel.name() + ".cu";
       request.dump_folder = options.is_object() ? options.value("dump_dir", "") : "";
       auto compiled = zenith::cuda::compile(request);
-      cached = zenith::cuda::CachedKernel{jit->kernel.name, std::move(compiled.binary), compiled.kind};
+      cached = zenith::cuda::CachedKernel{jit->kernel.name(), std::move(compiled.binary), compiled.kind};
       context.cache->store(key, *cached);
     }
     {
@@ -156,24 +157,18 @@ zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
     const auto& context = *static_cast<Context*>(context_ptr);
     const auto* jit = reinterpret_cast<const JitKernel*>(args->kernel);
     if (jit == nullptr) return fail(ZN_STATUS_INVALID_ARGUMENT, "no kernel");
-    if (args->num_inputs + args->num_outputs != jit->kernel.operands.size()) {
+    if (args->num_inputs + args->num_outputs != jit->kernel.operands().size()) {
       return fail(ZN_STATUS_INVALID_ARGUMENT, fmt::format("the kernel takes {} tensors, the launch passed {}",
-                                                          jit->kernel.operands.size(), args->num_inputs + args->num_outputs));
+                                                          jit->kernel.operands().size(), args->num_inputs + args->num_outputs));
     }
     std::vector<const DLTensor*> operands;
     for (size_t i = 0; i < args->num_inputs; ++i) operands.push_back(&args->inputs[i]);
     for (size_t o = 0; o < args->num_outputs; ++o) operands.push_back(&args->outputs[o]);
-    auto words = zenith::cuda::pack_arguments(jit->kernel, operands);
-    const std::int64_t numel = words[0];
-    if (numel == 0) return nullptr;
-    const bool vector_path = jit->kernel.vectorized && (words[1] & 1);
-    const std::int64_t work = vector_path ? (numel + jit->kernel.vector_width - 1) / jit->kernel.vector_width : numel;
-    constexpr int kThreads = 256;
-    // Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
-    const std::int64_t blocks = std::min<std::int64_t>((work + kThreads - 1) / kThreads, context.multiprocessors * 16LL);
-    void* params[] = {words.data()};
-    check(cudaLaunchKernel(reinterpret_cast<const void*>(jit->loaded->function), dim3(static_cast<unsigned>(blocks)),
-                           dim3(kThreads), params, 0, static_cast<cudaStream_t>(args->stream)),
+    auto config = zenith::cuda::launch_config(jit->kernel, operands, context.multiprocessors);
+    if (config.blocks == 0) return nullptr;
+    void* params[] = {config.words.data()};
+    check(cudaLaunchKernel(reinterpret_cast<const void*>(jit->loaded->function), dim3(static_cast<unsigned>(config.blocks)),
+                           dim3(static_cast<unsigned>(config.threads)), params, 0, static_cast<cudaStream_t>(args->stream)),
           "launching the generated kernel");
     return nullptr;
   });
@@ -182,7 +177,7 @@ zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
 void jit_kernel_release(void*, zn_kernel* kernel) { delete reinterpret_cast<JitKernel*>(kernel); }
 
 const zn_plugin_api kApi = {
-    sizeof(zn_plugin_api), ZN_ABI_MAJOR, ZN_ABI_MINOR, "jit_cuda", "0.1.0", "NVRTC elementwise code generator", 300,
+    sizeof(zn_plugin_api), ZN_ABI_MAJOR, ZN_ABI_MINOR, "jit_cuda", "0.1.0", "NVRTC code generator: elementwise and row-reduction kernels", 300,
     jit_init, jit_shutdown, jit_query, jit_compile, jit_launch, jit_kernel_release,
 };
 

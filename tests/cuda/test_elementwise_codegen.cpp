@@ -90,11 +90,25 @@ TEST(ElementwiseCodegen, EveryKnownOpCompiles) {
     args.insert(args.end(), extra.begin(), extra.end());
     outs.push_back(b.op(op, "", args));
   };
-  for (const char* op : {"aten::neg", "aten::abs", "aten::exp", "aten::log", "aten::sqrt", "aten::rsqrt",
-                         "aten::reciprocal", "aten::square", "aten::sin", "aten::cos", "aten::erf", "aten::tanh",
-                         "aten::sigmoid", "aten::silu", "aten::relu", "aten::hardswish", "aten::hardsigmoid"}) {
+  for (const char* op : {"aten::neg", "aten::abs", "aten::exp", "aten::expm1", "aten::log", "aten::log1p", "aten::sqrt",
+                         "aten::rsqrt", "aten::reciprocal", "aten::square", "aten::sin", "aten::cos", "aten::erf",
+                         "aten::floor", "aten::ceil", "aten::round", "aten::tanh", "aten::sigmoid", "aten::silu",
+                         "aten::mish", "aten::relu", "aten::relu6", "aten::hardswish", "aten::hardsigmoid"}) {
     unary(op);
   }
+  unary("aten::clone", {testing::none("memory_format")});
+  unary("aten::hardtanh", {real("min_val", -1.0), real("max_val", 1.0)});
+  unary("aten::elu", {real("alpha", 1.0), scalar("scale", 1), scalar("input_scale", 1)});
+  outs.push_back(b.op("aten::lerp", "Scalar", {value("self", x), value("end", y), real("weight", 0.3)}));
+  outs.push_back(b.op("aten::addcmul", "", {value("self", x), value("tensor1", x), value("tensor2", y), real("value", 0.5)}));
+  outs.push_back(b.op("aten::addcdiv", "", {value("self", x), value("tensor1", x), value("tensor2", y), real("value", 0.5)}));
+  // Comparisons give bool tensors, which where and masked_fill read back.
+  int mask = b.op("aten::gt", "Tensor", {value("self", x), value("other", y)});
+  int low = b.op("aten::le", "Scalar", {value("self", x), real("other", 0.25)});
+  int both = b.op("aten::logical_and", "", {value("self", mask), value("other", low)});
+  outs.push_back(b.op("aten::where", "self", {value("condition", both), value("self", x), value("other", y)}));
+  outs.push_back(b.op("aten::masked_fill", "Scalar", {value("self", x), value("mask", mask), real("value", -1e4)}));
+  outs.push_back(both);
   unary("aten::gelu", {{"approximate", std::string("tanh")}});
   unary("aten::leaky_relu", {real("negative_slope", 0.1)});
   unary("aten::softplus", {scalar("beta", 1), scalar("threshold", 20)});

@@ -94,6 +94,17 @@ TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
       {"hardswish", [](at::Tensor t) { return torch::hardswish(t) * 2; }},
       {"softplus", [](at::Tensor t) { return torch::softplus(t) * 2; }},
       {"neg sub div", [](at::Tensor t) { return (-t - 1) / (t * t + 1); }},
+      {"expm1 log1p", [](at::Tensor t) { return torch::expm1(t * 0.1) + torch::log1p(torch::abs(t)); }},
+      {"floor ceil round", [](at::Tensor t) { return torch::floor(t) + torch::ceil(t * 2) + torch::round(t * 3); }},
+      {"elu mish", [](at::Tensor t) { return torch::elu(t) + torch::mish(t); }},
+      {"hardtanh relu6", [](at::Tensor t) { return torch::hardtanh(t, -0.5, 0.5) + torch::relu6(t * 4); }},
+      {"lerp addcmul addcdiv", [](at::Tensor t) {
+         return torch::lerp(t, t * t, 0.3) + torch::addcmul(t, t, t, 0.5) + torch::addcdiv(t, t, t * t + 1, 2);
+       }},
+      {"where comparisons", [](at::Tensor t) {
+         return torch::where(torch::logical_and(t > 0.5, t <= 2.0), t * 2, -t) + (t == t).to(t.dtype());
+       }},
+      {"masked_fill", [](at::Tensor t) { return t.masked_fill(t < -1, -1e4) * 0.5; }},
   };
   for (const auto& [name, fn] : ops) {
     auto fast = compile(fn, strict());

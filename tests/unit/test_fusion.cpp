@@ -1,4 +1,4 @@
-// Elementwise fusion: which nodes it groups, that groups stay convex, and that fused groups run as
+// Fusion: which nodes it groups (elementwise chains and the row reductions among them), that groups stay convex, and that fused groups run as
 // one kernel (on the example plugin, which claims float32 elementwise groups) or split back when
 // no backend claims them.
 #include <gtest/gtest.h>
@@ -32,11 +32,13 @@ TEST(Fusion, ChainsOfElementwiseOpsFormOneGroup) {
   EXPECT_EQ(report.counters["fused_nodes"], 3);
 }
 
-TEST(Fusion, ReductionsViewsAndRandomOpsAreNotFused) {
+TEST(Fusion, LeadingReductionsViewsAndRandomOpsAreNotFused) {
   GraphBuilder b;
   int x = b.input({4, 8});
   int r = b.op("aten::relu", "", {value("self", x)});
-  int s = b.op("aten::softmax", "int", {value("self", r), scalar("dim", -1), testing::none("dtype")});
+  // A reduction over a leading dimension is no row reduction: rows would not be contiguous runs.
+  int s = b.op("aten::sum", "dim_IntList", {value("self", r), testing::ints("dim", {0}), {"keepdim", true},
+                                            testing::none("dtype")});
   int t = b.op("aten::transpose", "int", {value("self", s), scalar("dim0", 0), scalar("dim1", 1)});
   int d = b.op("aten::dropout", "", {value("self", t), real("p", 0.5), {"train", true}});
   int e = b.op("aten::exp", "", {value("self", d)});
@@ -48,12 +50,12 @@ TEST(Fusion, ReductionsViewsAndRandomOpsAreNotFused) {
 }
 
 TEST(Fusion, GroupsStayConvex) {
-  // relu feeds softmax (not fusible) and add; softmax feeds add too. relu and add in one group
-  // would need softmax both after and before that group.
+  // relu feeds flip (not fusible) and add; flip feeds add too. relu and add in one group would
+  // need flip both after and before that group.
   GraphBuilder b;
   int x = b.input({4, 8});
   int r = b.op("aten::relu", "", {value("self", x)});
-  int s = b.op("aten::softmax", "int", {value("self", r), scalar("dim", -1), testing::none("dtype")});
+  int s = b.op("aten::flip", "", {value("self", r), testing::ints("dims", {-1})});
   int a = b.op("aten::add", "Tensor", {value("self", r), value("other", s), scalar("alpha", 1)});
   int m = b.op("aten::mul", "Tensor", {value("self", a), value("other", a)});
   auto g = b.finish({m});
@@ -63,6 +65,46 @@ TEST(Fusion, GroupsStayConvex) {
   EXPECT_EQ(groups[0], -1) << "relu must stay apart from add";
   EXPECT_GE(groups[2], 0);
   EXPECT_EQ(groups[2], groups[3]) << "add -> mul still fuse";
+}
+
+TEST(Fusion, RowReductionsJoinTheirElementwiseNeighbours) {
+  GraphBuilder b;
+  int x = b.input({2, 5, 16}), residual = b.input({2, 5, 16}), w = b.input({16});
+  // RMSNorm spelled out after a residual add: one group of seven nodes.
+  int h = b.op("aten::add", "Tensor", {value("self", x), value("other", residual), scalar("alpha", 1)});
+  int sq = b.op("aten::pow", "Tensor_Scalar", {value("self", h), scalar("exponent", 2)});
+  int mean = b.op("aten::mean", "dim", {value("self", sq), testing::ints("dim", {-1}), {"keepdim", true}, testing::none("dtype")});
+  int eps = b.op("aten::add", "Scalar", {value("self", mean), real("other", 1e-6), scalar("alpha", 1)});
+  int rs = b.op("aten::rsqrt", "", {value("self", eps)});
+  int n = b.op("aten::mul", "Tensor", {value("self", h), value("other", rs)});
+  int y = b.op("aten::mul", "Tensor", {value("self", n), value("other", w)});
+  // A softmax over another row space starts a group of its own, with its epilogue.
+  int t = b.op("aten::transpose", "int", {value("self", y), scalar("dim0", 1), scalar("dim1", 2)});
+  int sm = b.op("aten::softmax", "int", {value("self", t), scalar("dim", -1), testing::none("dtype")});
+  int out = b.op("aten::mul", "Scalar", {value("self", sm), real("other", 2.0)});
+  auto g = b.finish({out});
+  PassReport report;
+  ElementwiseFusion().run(g, report);
+  EXPECT_EQ(groups_of(g), (std::vector<int>{0, 0, 0, 0, 0, 0, 0, -1, 1, 1}));
+  EXPECT_EQ(report.counters["groups"], 2);
+}
+
+TEST(Fusion, ReductionsOverDifferentRowsStayApart) {
+  GraphBuilder b;
+  int x = b.input({4, 6, 8});
+  int r = b.op("aten::relu", "", {value("self", x)});
+  int rows = b.op("aten::amax", "", {value("self", r), testing::ints("dim", {-1}), {"keepdim", true}});
+  int planes = b.op("aten::amax", "", {value("self", r), testing::ints("dim", {-2, -1}), {"keepdim", true}});
+  // The per-plane result read per element (keepdim broadcasting) joins the per-plane group.
+  int other = b.input({4, 6, 8});
+  int e = b.op("aten::add", "Tensor", {value("self", planes), value("other", other), scalar("alpha", 1)});
+  auto g = b.finish({rows, e});
+  PassReport report;
+  ElementwiseFusion().run(g, report);
+  auto groups = groups_of(g);
+  EXPECT_EQ(groups[0], groups[1]) << "relu feeds the per-row amax";
+  EXPECT_NE(groups[2], groups[0]) << "the per-plane amax reads other rows";
+  EXPECT_EQ(groups[3], groups[2]);
 }
 
 TEST(Fusion, GroupSizeIsBounded) {
@@ -112,10 +154,10 @@ TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
 
 TEST(FusionEndToEnd, ManyKernelsCompileTogetherAndRunInOrder) {
   torch::NoGradGuard no_grad;
-  // Twelve fused chains, each cut off from the next by a softmax: 24 kernels compiled at once by
-  // the lowering's workers, then run in dependency order.
+  // Twelve fused chains, each cut off from the next by a flip: 24 kernels compiled at once by the
+  // lowering's workers, then run in dependency order.
   auto fn = [](at::Tensor x, at::Tensor y) {
-    for (int i = 0; i < 12; ++i) x = torch::softmax(torch::tanh(x * y + y) - x, -1);
+    for (int i = 0; i < 12; ++i) x = torch::flip(torch::tanh(x * y + y) - x, {-1});
     return x;
   };
   auto fast = compile(fn, with_example_plugin());
@@ -150,11 +192,11 @@ TEST(FusionEndToEnd, AGroupNoBackendClaimsIsSplitBack) {
 
 TEST(FusionEndToEnd, StepsRunInDependencyOrderAroundAGroup) {
   torch::NoGradGuard no_grad;
-  // relu(x) and the final add fuse; softmax(y) sits between them in the trace and feeds the add,
-  // so it must run before the fused group even though the group's first node comes earlier.
+  // relu(x) and the final add fuse; flip(y) sits between them in the trace and feeds the add, so
+  // it must run before the fused group even though the group's first node comes earlier.
   auto fn = [](at::Tensor x, at::Tensor y) {
     auto r = torch::relu(x);
-    auto s = torch::softmax(y, -1);
+    auto s = torch::flip(y, {-1});
     return (r + s) * r;
   };
   auto fast = compile(fn, with_example_plugin());
@@ -162,7 +204,7 @@ TEST(FusionEndToEnd, StepsRunInDependencyOrderAroundAGroup) {
   fast(x, y);
   EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6));
   EXPECT_EQ(fast.report().nodes_per_backend.at("example"), 3);
-  EXPECT_EQ(fast.report().groups, 2);  // softmax, then the fused relu/add/mul
+  EXPECT_EQ(fast.report().groups, 2);  // flip, then the fused relu/add/mul
 }
 
 }  // namespace

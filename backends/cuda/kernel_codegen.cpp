@@ -1,0 +1,75 @@
+#include "backends/cuda/kernel_codegen.h"
+
+#include <algorithm>
+
+namespace zenith::cuda {
+
+const std::string& GeneratedKernel::key() const {
+  return std::visit([](const auto& k) -> const std::string& { return k.key; }, kernel);
+}
+const std::string& GeneratedKernel::name() const {
+  return std::visit([](const auto& k) -> const std::string& { return k.name; }, kernel);
+}
+const std::string& GeneratedKernel::source() const {
+  return std::visit([](const auto& k) -> const std::string& { return k.source; }, kernel);
+}
+const std::vector<int>& GeneratedKernel::operands() const {
+  return std::visit([](const auto& k) -> const std::vector<int>& { return k.operands; }, kernel);
+}
+
+namespace {
+
+template <typename Kernel>
+std::variant<GeneratedKernel, std::string> wrap(std::variant<Kernel, std::string> generated) {
+  if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
+  return GeneratedKernel{std::get<Kernel>(std::move(generated))};
+}
+
+}  // namespace
+
+std::variant<GeneratedKernel, std::string> generate_kernel(const ir::Graph& group) {
+  if (has_row_reduction(group)) return wrap(generate_reduction(group));
+  return wrap(generate_elementwise(group));
+}
+
+namespace {
+
+constexpr int kElementwiseThreads = 256;
+
+LaunchConfig elementwise_launch(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands,
+                                int multiprocessors) {
+  LaunchConfig config;
+  config.words = pack_arguments(kernel, operands);
+  const std::int64_t numel = config.words[0];
+  if (numel == 0) return config;
+  const bool vector_path = kernel.vectorized && (config.words[1] & 1);
+  const std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
+  // Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
+  config.threads = kElementwiseThreads;
+  config.blocks = std::min<std::int64_t>((work + kElementwiseThreads - 1) / kElementwiseThreads, multiprocessors * 16LL);
+  return config;
+}
+
+LaunchConfig reduction_launch(const ReductionKernel& kernel, const std::vector<const DLTensor*>& operands,
+                              int multiprocessors) {
+  LaunchConfig config;
+  config.words = pack_reduction_arguments(kernel, operands);
+  const std::int64_t rows = config.words[0], row_length = config.words[1];
+  if (rows == 0) return config;
+  // About four elements per thread, whole warps, at most 1024; one block per row, grid-striding
+  // over rows beyond what fills the device.
+  const std::int64_t threads = (std::min<std::int64_t>((row_length + 3) / 4, 1024) + 31) / 32 * 32;
+  config.threads = static_cast<int>(std::max<std::int64_t>(threads, 32));
+  config.blocks = std::min<std::int64_t>(rows, multiprocessors * 32LL);
+  return config;
+}
+
+}  // namespace
+
+LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<const DLTensor*>& operands,
+                           int multiprocessors) {
+  if (const auto* e = std::get_if<ElementwiseKernel>(&kernel.kernel)) return elementwise_launch(*e, operands, multiprocessors);
+  return reduction_launch(std::get<ReductionKernel>(kernel.kernel), operands, multiprocessors);
+}
+
+}  // namespace zenith::cuda

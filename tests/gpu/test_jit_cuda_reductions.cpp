@@ -1,0 +1,153 @@
+// The JIT CUDA backend's row kernels on the GPU: reductions (sum, mean, amax, amin, var, std) and
+// normalizations (softmax, log_softmax, layer_norm, the RMSNorm pattern), each with an elementwise
+// prologue and epilogue, against eager in float32, float16 and bfloat16, across row lengths and
+// layouts. Labelled `gpu`.
+//
+// Tolerances, as max |zenith - eager| / max |eager|:
+//  - float32: 1e-5. Both sides accumulate in float32; only the order of the sums differs (a tree
+//    over threads here, ATen's own tree there), which moves results by a few ulps of the largest
+//    partial sum.
+//  - float16 1e-2 and bfloat16 4e-2: the kernel keeps the prologue's intermediates in float32 and
+//    rounds once at the store, where eager rounds to the storage type after every op; the
+//    difference is a few units in the last place of the storage type (2^-11 and 2^-8).
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include <torch/torch.h>
+
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+
+double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 1e-2 : 4e-2; }
+
+class JitCudaReductions : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    torch::manual_seed(5);
+  }
+  static CompileOptions strict() {
+    CompileOptions options;
+    options.fallback_to_eager = false;
+    return options;
+  }
+};
+
+using Fn = std::function<at::Tensor(at::Tensor, at::Tensor)>;
+
+// Each case reads x [rows..., n] and w [n], with an elementwise prologue and epilogue.
+std::vector<std::pair<std::string, Fn>> cases() {
+  return {
+      {"sum", [](at::Tensor x, at::Tensor) { return (x * 0.5).sum(-1) + 1; }},
+      {"sum keepdim epilogue", [](at::Tensor x, at::Tensor) { return torch::relu(x) - torch::relu(x).sum(-1, true) / 64; }},
+      {"mean", [](at::Tensor x, at::Tensor w) { return (x * w).mean(-1); }},
+      {"amax", [](at::Tensor x, at::Tensor) { return torch::amax(torch::tanh(x), {-1}, true) * 2; }},
+      {"amin", [](at::Tensor x, at::Tensor) { return torch::amin(x + 1, {-1}); }},
+      {"var", [](at::Tensor x, at::Tensor) { return torch::var(x * 2, {-1}, /*unbiased=*/true, /*keepdim=*/false); }},
+      {"std", [](at::Tensor x, at::Tensor) { return torch::std(x, {-1}, /*unbiased=*/false, /*keepdim=*/true) + 1; }},
+      {"softmax", [](at::Tensor x, at::Tensor w) { return torch::softmax(x * 0.125 + w, -1); }},
+      {"log_softmax", [](at::Tensor x, at::Tensor) { return torch::log_softmax(x * 3, -1); }},
+      {"layer_norm", [](at::Tensor x, at::Tensor w) {
+         return torch::layer_norm(x + 1, {x.size(-1)}, w, w * 0.5 - 1, 1e-5);
+       }},
+      {"rms_norm", [](at::Tensor x, at::Tensor w) {
+         auto variance = x.pow(2).mean(-1, true);
+         return x * torch::rsqrt(variance + 1e-6) * w;
+       }},
+  };
+}
+
+// x laid out as asked: contiguous, transposed (rows are strided), sliced, or misaligned by one.
+at::Tensor laid_out(const std::string& layout, std::int64_t rows, std::int64_t n, const torch::TensorOptions& options) {
+  if (layout == "transposed") return torch::randn({n, rows}, options).t();
+  if (layout == "sliced") return torch::randn({rows, n + 5}, options).narrow(1, 2, n);
+  if (layout == "misaligned") return torch::randn({rows * n + 1}, options).narrow(0, 1, rows * n).view({rows, n});
+  return torch::randn({rows, n}, options);
+}
+
+TEST_F(JitCudaReductions, EveryReductionAgainstEagerAcrossDtypesLengthsAndLayouts) {
+  torch::NoGradGuard no_grad;
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    for (std::int64_t n : {1LL, 7LL, 128LL, 4097LL}) {
+      for (const char* layout : {"contiguous", "transposed", "sliced", "misaligned"}) {
+        auto x = laid_out(layout, 6, n, options);
+        auto w = torch::randn({n}, options);
+        for (const auto& [name, fn] : cases()) {
+          if (n == 1 && name == "var") continue;  // eager divides by n - 1 = 0: both NaN/inf
+          auto fast = compile(fn, strict());
+          fast(x, w);
+          auto got = fast(x, w);
+          auto want = fn(x, w);
+          ASSERT_EQ(got.sizes(), want.sizes()) << name;
+          EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
+              << name << " " << c10::toString(dtype) << " n=" << n << " " << layout;
+          auto report = fast.report();
+          EXPECT_EQ(report.nodes_per_backend.count("torch_gpu"), 0u) << name << "\n" << report.to_string();
+        }
+      }
+    }
+  }
+}
+
+TEST_F(JitCudaReductions, OneLongRowAndManyShortOnes) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor x) { return torch::softmax(x, -1) * 2; };
+  auto fast = compile(fn, strict());
+  for (auto sizes : {std::vector<std::int64_t>{1, 1 << 20}, std::vector<std::int64_t>{1 << 16, 3}}) {
+    auto x = torch::randn(sizes, torch::kCUDA);
+    fast(x);
+    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << sizes;
+  }
+  auto total = [](at::Tensor x) { return (x * x).sum(); };
+  auto fast_total = compile(total, strict());
+  auto x = torch::randn({1000, 1000}, torch::kCUDA);
+  fast_total(x);
+  EXPECT_LE(relative_error(fast_total(x), total(x)), 1e-5);
+}
+
+TEST_F(JitCudaReductions, AttentionSoftmaxAndNormsAreOneKernelEach) {
+  torch::NoGradGuard no_grad;
+  auto attention = [](at::Tensor scores, at::Tensor mask) { return torch::softmax(scores / 8.0 + mask, -1); };
+  auto fast = compile(attention, strict());
+  auto scores = torch::randn({2, 12, 128, 128}, torch::kCUDA), mask = torch::randn({128, 128}, torch::kCUDA);
+  fast(scores, mask);
+  EXPECT_LE(relative_error(fast(scores, mask), attention(scores, mask)), 1e-5);
+  EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
+
+  auto norm = [](at::Tensor x, at::Tensor residual) {
+    auto h = x + residual;
+    auto variance = h.pow(2).mean(-1, true);
+    return std::make_tuple(h, h * torch::rsqrt(variance + 1e-6));
+  };
+  auto fast_norm = compile(norm, strict());
+  auto x = torch::randn({4, 33, 256}, torch::kCUDA), residual = torch::randn({4, 33, 256}, torch::kCUDA);
+  fast_norm(x, residual);
+  auto [h, y] = fast_norm(x, residual);
+  auto [h_eager, y_eager] = norm(x, residual);
+  EXPECT_LE(relative_error(h, h_eager), 1e-6);
+  EXPECT_LE(relative_error(y, y_eager), 1e-5);
+  EXPECT_EQ(fast_norm.report().groups, 1) << "residual add and RMSNorm, two outputs, one kernel";
+}
+
+TEST_F(JitCudaReductions, ANewSequenceLengthReusesTheKernels) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor x, at::Tensor w) { return torch::layer_norm(x * 2, {x.size(-1)}, w, {}, 1e-5); };
+  auto fast = compile(fn, strict());
+  auto w = torch::randn({64}, torch::kCUDA);
+  fast(torch::randn({8, 100, 64}, torch::kCUDA), w);
+  for (std::int64_t length : {101, 513}) {
+    auto x = torch::randn({8, length, 64}, torch::kCUDA);
+    EXPECT_LE(relative_error(fast(x, w), fn(x, w)), 1e-5);
+    EXPECT_EQ(fast.report().kernels_compiled, 0) << "length " << length;
+  }
+}
+
+}  // namespace
+}  // namespace zenith
