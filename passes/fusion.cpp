@@ -6,6 +6,7 @@
 #include "core/op_registry.h"
 #include "core/op_schema.h"
 #include "core/row_reduction.h"
+#include "passes/matmul_epilogue.h"
 
 namespace zenith::passes {
 namespace {
@@ -81,6 +82,8 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
   std::vector<std::set<int>> depends_on(n_nodes);
   std::map<int, std::size_t> group_size;
   std::map<int, RowSpace> row_space;
+  std::map<int, MatmulGroup> matmul_groups;
+  const auto consumers = graph.consumers();
   int next_group = 0;
 
   for (std::size_t n = 0; n < n_nodes; ++n) {
@@ -94,11 +97,26 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
       depends_on[n].insert(depends_on[p].begin(), depends_on[p].end());
       if (group_of[p] >= 0) depends_on[n].insert(group_of[p]);
     }
+    if (starts_matmul_group(node)) {
+      group_of[n] = next_group++;
+      group_size[group_of[n]] = 1;
+      matmul_groups[group_of[n]] = matmul_group_of(graph, node);
+      continue;
+    }
     if (!fusible(graph, node)) continue;
     int chosen = -1;
     for (int p : producers) {
       int candidate = group_of[p];
       if (candidate < 0 || group_size[candidate] >= max_nodes_) continue;
+      if (auto matmul = matmul_groups.find(candidate); matmul != matmul_groups.end()) {
+        // A matrix product's group takes its epilogue steps only; the tail has no other reader,
+        // so the group stays convex.
+        if (extend_matmul_group(graph, node, matmul->second, consumers)) {
+          chosen = candidate;
+          break;
+        }
+        continue;
+      }
       auto space = row_space.find(candidate);
       if (!fits_row_space(graph, node, space == row_space.end() ? nullptr : &space->second, candidate, group_of, producer)) {
         continue;

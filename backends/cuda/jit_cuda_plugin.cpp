@@ -1,6 +1,7 @@
-// The JIT CUDA backend plugin: claims fused groups on CUDA tensors (elementwise chains, and row
-// reductions and normalizations with their elementwise neighbours), generates one CUDA C++ kernel
-// per group (kernel_codegen), finds it in the kernel cache or compiles it
+// The JIT CUDA backend plugin: claims fused groups on CUDA tensors. Elementwise chains, and row
+// reductions and normalizations with their elementwise neighbours, become one generated CUDA C++
+// kernel per group (kernel_codegen); matrix products with their bias and activation epilogue
+// become one cuBLASLt call (cublaslt_matmul). A generated kernel is found in the kernel cache or compiles it
 // with NVRTC for this device, and launches it on the host's stream. Priority 300: above the
 // PyTorch GPU plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
@@ -13,17 +14,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/cuda/cublaslt_matmul.h"
 #include "backends/cuda/cuda_architecture.h"
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "core/graph_json.h"
+#include "core/op_registry.h"
 #include "core/plugin_guard.h"
 #include "zenith/plugin.h"
 
 namespace {
 
 using zenith::cuda::GeneratedKernel;
+using zenith::cuda::MatmulProgram;
 
 const zn_host_api* host = nullptr;
 
@@ -33,10 +37,13 @@ struct LoadedKernel {
   cudaKernel_t function = nullptr;
 };
 
-struct JitKernel {
+struct FusedKernel {
   GeneratedKernel kernel;
   std::shared_ptr<LoadedKernel> loaded;
 };
+
+// What compile hands the host: a generated kernel, or a cuBLASLt program.
+using JitKernel = std::variant<FusedKernel, MatmulProgram>;
 
 struct Context {
   zenith::cuda::CompileTarget target;
@@ -44,6 +51,8 @@ struct Context {
   std::unique_ptr<zenith::cuda::KernelCache> cache;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<LoadedKernel>> loaded;  // by full key
+  std::unique_ptr<zenith::cuda::CublasLtMatmul> blas;  // null when cuBLASLt could not start
+  std::string blas_failure;
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) {
@@ -59,9 +68,23 @@ void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
 }
 
-std::variant<GeneratedKernel, std::string> generate(const char* json, size_t size) {
+using Planned = std::variant<GeneratedKernel, MatmulProgram>;
+
+// Groups holding a matrix product go to cuBLASLt, the others to the code generators.
+std::variant<Planned, std::string> plan(const char* json, size_t size) {
   auto group = zenith::ir::from_json(zenith::ir::parse_json(std::string(json, size), "group from the host"));
-  return zenith::cuda::generate_kernel(group);
+  const bool product = std::any_of(group.nodes.begin(), group.nodes.end(), [](const zenith::ir::Node& node) {
+    return zenith::ir::op_info(node.op).category == zenith::ir::OpCategory::MatrixProduct;
+  });
+  auto take = [](auto generated) -> std::variant<Planned, std::string> {
+    if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
+    return std::visit([](auto& planned) -> std::variant<Planned, std::string> {
+      if constexpr (std::is_same_v<std::decay_t<decltype(planned)>, std::string>) return planned;
+      else return Planned{std::move(planned)};
+    }, generated);
+  };
+  if (product) return take(zenith::cuda::plan_matmul(group));
+  return take(zenith::cuda::generate_kernel(group));
 }
 
 // What changes the binary besides the source's key: the target, the compiler and its options.
@@ -98,6 +121,14 @@ zn_status* jit_init(const char*, void** context_out) {
     context->target = zenith::cuda::choose_target({major, minor}, zenith::cuda::nvrtc_supported_architectures());
     context->multiprocessors = sms;
     context->cache = std::make_unique<zenith::cuda::KernelCache>(zenith::cuda::KernelCache::default_folder());
+    // Without cuBLASLt the generated kernels still work; matrix products then go to the next backend.
+    try {
+      context->blas = std::make_unique<zenith::cuda::CublasLtMatmul>();
+    } catch (const std::exception& error) {
+      context->blas_failure = error.what();
+      host->log(host->host_ctx, ZN_LOG_WARN, "jit_cuda",
+                fmt::format("cuBLASLt is unavailable, matrix products go to the next backend: {}", error.what()).c_str());
+    }
     *context_out = context.release();
     return nullptr;
   });
@@ -105,50 +136,88 @@ zn_status* jit_init(const char*, void** context_out) {
 
 void jit_shutdown(void* context) { delete static_cast<Context*>(context); }
 
-zn_status* jit_query(void*, zn_query_args* args) {
+// Why this plugin cannot run the group, or empty.
+std::string refusal(const Context& context, const std::variant<Planned, std::string>& planned) {
+  if (const auto* why = std::get_if<std::string>(&planned)) return *why;
+  if (std::holds_alternative<MatmulProgram>(std::get<Planned>(planned)) && !context.blas) {
+    return "cuBLASLt is unavailable: " + context.blas_failure;
+  }
+  return "";
+}
+
+zn_status* jit_query(void* context_ptr, zn_query_args* args) {
   return guarded([&]() -> zn_status* {
     if (!ZN_HAS_FIELD(args, zn_query_args, reason_capacity)) return fail(ZN_STATUS_INVALID_ARGUMENT, "zn_query_args too short");
-    auto generated = generate(args->group_json, args->group_json_size);
-    const auto* why = std::get_if<std::string>(&generated);
-    zenith::plugin_side::answer_query(args, why ? *why : std::string());
+    const auto& context = *static_cast<const Context*>(context_ptr);
+    zenith::plugin_side::answer_query(args, refusal(context, plan(args->group_json, args->group_json_size)));
     return nullptr;
   });
+}
+
+// The generated kernel, from the cache or compiled by NVRTC now, loaded once per process.
+FusedKernel build(Context& context, GeneratedKernel kernel, const char* options_json, bool& from_cache) {
+  FusedKernel fused{std::move(kernel), nullptr};
+  zenith::cuda::KernelKey key{full_key(context, fused.kernel)};
+  from_cache = true;
+  auto cached = context.cache->find(key);
+  if (!cached) {
+    from_cache = false;
+    auto options = nlohmann::json::parse(options_json ? options_json : "{}", nullptr, false);
+    zenith::cuda::CompileRequest request;
+    request.source = fused.kernel.source();
+    request.kernel_name = fused.kernel.name();
+    request.target = context.target;
+    request.source_file_name = fused.kernel.name() + ".cu";
+    request.dump_folder = options.is_object() ? options.value("dump_dir", "") : "";
+    auto compiled = zenith::cuda::compile(request);
+    cached = zenith::cuda::CachedKernel{fused.kernel.name(), std::move(compiled.binary), compiled.kind};
+    context.cache->store(key, *cached);
+  }
+  std::lock_guard<std::mutex> lock(context.mutex);
+  auto& slot = context.loaded[key.text];
+  if (!slot) slot = load(*cached);
+  fused.loaded = slot;
+  return fused;
 }
 
 zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
   return guarded([&]() -> zn_status* {
     if (!ZN_HAS_FIELD(args, zn_compile_args, kernel)) return fail(ZN_STATUS_INVALID_ARGUMENT, "zn_compile_args too short");
     auto& context = *static_cast<Context*>(context_ptr);
-    auto generated = generate(args->group_json, args->group_json_size);
-    if (const auto* why = std::get_if<std::string>(&generated)) return fail(ZN_STATUS_UNSUPPORTED, *why);
-    auto jit = std::make_unique<JitKernel>();
-    jit->kernel = std::get<GeneratedKernel>(std::move(generated));
-    zenith::cuda::KernelKey key{full_key(context, jit->kernel)};
-    bool from_cache = true;
-    auto cached = context.cache->find(key);
-    if (!cached) {
-      from_cache = false;
-      auto options = nlohmann::json::parse(args->options_json ? args->options_json : "{}", nullptr, false);
-      zenith::cuda::CompileRequest request;
-      request.source = jit->kernel.source();
-      request.kernel_name = jit->kernel.name();
-      request.target = context.target;
-      request.source_file_name = jit->kernel.name() + ".cu";
-      request.dump_folder = options.is_object() ? options.value("dump_dir", "") : "";
-      auto compiled = zenith::cuda::compile(request);
-      cached = zenith::cuda::CachedKernel{jit->kernel.name(), std::move(compiled.binary), compiled.kind};
-      context.cache->store(key, *cached);
-    }
-    {
-      std::lock_guard<std::mutex> lock(context.mutex);
-      auto& slot = context.loaded[key.text];
-      if (!slot) slot = load(*cached);
-      jit->loaded = slot;
+    auto planned = plan(args->group_json, args->group_json_size);
+    if (auto why = refusal(context, planned); !why.empty()) return fail(ZN_STATUS_UNSUPPORTED, why);
+    std::unique_ptr<JitKernel> jit;
+    bool from_cache = true;  // a cuBLASLt call compiles nothing
+    if (auto* generated = std::get_if<GeneratedKernel>(&std::get<Planned>(planned))) {
+      jit = std::make_unique<JitKernel>(build(context, std::move(*generated), args->options_json, from_cache));
+    } else {
+      jit = std::make_unique<JitKernel>(std::get<MatmulProgram>(std::move(std::get<Planned>(planned))));
     }
     if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = from_cache ? 1 : 0;
     args->kernel = reinterpret_cast<zn_kernel*>(jit.release());
     return nullptr;
   });
+}
+
+void launch_fused(const Context& context, const FusedKernel& fused, const std::vector<const DLTensor*>& operands,
+                  cudaStream_t stream) {
+  auto config = zenith::cuda::launch_config(fused.kernel, operands, context.multiprocessors);
+  if (config.blocks == 0) return;
+  void* params[] = {config.words.data()};
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(fused.loaded->function), dim3(static_cast<unsigned>(config.blocks)),
+                         dim3(static_cast<unsigned>(config.threads)), params, 0, stream),
+        "launching the generated kernel");
+}
+
+// Workspace from PyTorch's caching allocator through the host, ordered on the launch's stream.
+void launch_matmul(const Context& context, const MatmulProgram& program, const zn_launch_args& args) {
+  std::vector<const DLTensor*> inputs, outputs;
+  for (size_t i = 0; i < args.num_inputs; ++i) inputs.push_back(&args.inputs[i]);
+  for (size_t o = 0; o < args.num_outputs; ++o) outputs.push_back(&args.outputs[o]);
+  const DLDevice device = args.outputs[0].device;
+  auto allocate = [&](std::size_t bytes) { return host->alloc(host->host_ctx, device, bytes, args.stream); };
+  auto release = [&](void* ptr) { host->dealloc(host->host_ctx, device, ptr); };
+  context.blas->run(program, inputs, outputs, static_cast<cudaStream_t>(args.stream), allocate, release);
 }
 
 zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
@@ -157,19 +226,24 @@ zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
     const auto& context = *static_cast<Context*>(context_ptr);
     const auto* jit = reinterpret_cast<const JitKernel*>(args->kernel);
     if (jit == nullptr) return fail(ZN_STATUS_INVALID_ARGUMENT, "no kernel");
-    if (args->num_inputs + args->num_outputs != jit->kernel.operands().size()) {
+    if (const auto* program = std::get_if<MatmulProgram>(jit)) {
+      if (args->num_inputs != static_cast<size_t>(program->input_count) || args->num_outputs != 1) {
+        return fail(ZN_STATUS_INVALID_ARGUMENT, fmt::format("the matrix product takes {} inputs and 1 output, the launch "
+                                                            "passed {} and {}", program->input_count, args->num_inputs,
+                                                            args->num_outputs));
+      }
+      launch_matmul(context, *program, *args);
+      return nullptr;
+    }
+    const auto& fused = std::get<FusedKernel>(*jit);
+    if (args->num_inputs + args->num_outputs != fused.kernel.operands().size()) {
       return fail(ZN_STATUS_INVALID_ARGUMENT, fmt::format("the kernel takes {} tensors, the launch passed {}",
-                                                          jit->kernel.operands().size(), args->num_inputs + args->num_outputs));
+                                                          fused.kernel.operands().size(), args->num_inputs + args->num_outputs));
     }
     std::vector<const DLTensor*> operands;
     for (size_t i = 0; i < args->num_inputs; ++i) operands.push_back(&args->inputs[i]);
     for (size_t o = 0; o < args->num_outputs; ++o) operands.push_back(&args->outputs[o]);
-    auto config = zenith::cuda::launch_config(jit->kernel, operands, context.multiprocessors);
-    if (config.blocks == 0) return nullptr;
-    void* params[] = {config.words.data()};
-    check(cudaLaunchKernel(reinterpret_cast<const void*>(jit->loaded->function), dim3(static_cast<unsigned>(config.blocks)),
-                           dim3(static_cast<unsigned>(config.threads)), params, 0, static_cast<cudaStream_t>(args->stream)),
-          "launching the generated kernel");
+    launch_fused(context, fused, operands, static_cast<cudaStream_t>(args->stream));
     return nullptr;
   });
 }
@@ -177,7 +251,7 @@ zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
 void jit_kernel_release(void*, zn_kernel* kernel) { delete reinterpret_cast<JitKernel*>(kernel); }
 
 const zn_plugin_api kApi = {
-    sizeof(zn_plugin_api), ZN_ABI_MAJOR, ZN_ABI_MINOR, "jit_cuda", "0.1.0", "NVRTC code generator: elementwise and row-reduction kernels", 300,
+    sizeof(zn_plugin_api), ZN_ABI_MAJOR, ZN_ABI_MINOR, "jit_cuda", "0.1.0", "NVRTC-generated fused kernels and cuBLASLt matrix products", 300,
     jit_init, jit_shutdown, jit_query, jit_compile, jit_launch, jit_kernel_release,
 };
 

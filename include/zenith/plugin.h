@@ -133,7 +133,8 @@ typedef struct zn_compile_args {
   const char* options_json; /**< in: options as a JSON object, UTF-8, NUL-terminated; "dump_dir" names
                                  the folder for generated sources ("" when dumps are off) */
   zn_kernel* kernel;        /**< out: the compiled kernel */
-  int32_t from_cache;       /**< out (since 1.1): 1 when the kernel came from a cache, not a compiler */
+  int32_t from_cache;       /**< out (since 1.1): 1 when nothing was compiled for it (a cache hit, or a
+                                  library call such as a cuBLASLt matmul), 0 when a compiler ran */
 } zn_compile_args;
 
 /** Arguments of zn_plugin_api.launch. */

@@ -7,6 +7,8 @@
 // the storage type: 1e-2 (float16) and 4e-2 (bfloat16) relative to the largest value.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <torch/torch.h>
 
 #include "common_relative_error.h"
@@ -111,6 +113,26 @@ TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
     fast(x);
     EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << name;
     EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
+  }
+}
+
+TEST_F(JitCuda, MatrixProductsWithTheirEpilogueAreOneCublasLtCall) {
+  torch::NoGradGuard no_grad;
+  // Tolerances as in test_cublaslt_matmul.cpp: float32 products in another summation order (K=256).
+  auto linear_relu = [](at::Tensor x, at::Tensor w, at::Tensor b) { return torch::relu(torch::linear(x, w, b)); };
+  auto mm_bias_gelu = [](at::Tensor x, at::Tensor w, at::Tensor b) { return torch::gelu(torch::mm(x, w.t()) + b, "tanh"); };
+  auto x = torch::randn({77, 256}, torch::kCUDA), w = torch::randn({96, 256}, torch::kCUDA) * 0.1;
+  auto b = torch::randn({96}, torch::kCUDA);
+  for (const auto& fn : {std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>(linear_relu),
+                         std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>(mm_bias_gelu)}) {
+    auto fast = compile(fn, strict());
+    fast(x, w, b);
+    EXPECT_LE(relative_error(fast(x, w, b), fn(x, w, b)), 2e-4);
+    auto report = fast.report();
+    EXPECT_EQ(report.groups, 1) << report.to_string();
+    EXPECT_EQ(report.nodes_per_backend.count("torch_gpu"), 0u) << report.to_string();
+    auto taller = torch::randn({300, 256}, torch::kCUDA);  // another row count: the same program
+    EXPECT_LE(relative_error(fast(taller, w, b), fn(taller, w, b)), 2e-4);
   }
 }
 

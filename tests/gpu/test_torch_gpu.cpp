@@ -1,5 +1,5 @@
-// On the GPU: every zoo model compiled on CUDA runs on the PyTorch GPU plugin and matches eager;
-// launches follow PyTorch's current stream. Labelled `gpu`; skipped where no CUDA device is.
+// On the GPU: every zoo model compiled on CUDA with the PyTorch GPU plugin alone (the JIT plugin
+// left out) runs on it and matches eager; launches follow PyTorch's current stream. Labelled `gpu`; skipped where no CUDA device is.
 #include <gtest/gtest.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -30,11 +30,13 @@ class TorchGpu : public ::testing::Test {
     CompileOptions options;
     options.name = name;
     options.fallback_to_eager = false;
+    options.backends = {"torch_gpu", "cpu"};
     return options;
   }
   static void expect_all_on_gpu_plugin(const CompileReport& report) {
     EXPECT_GT(report.nodes_per_backend.count("torch_gpu") ? report.nodes_per_backend.at("torch_gpu") : 0, 0);
     EXPECT_EQ(report.nodes_per_backend.count("cpu"), 0u) << "a CUDA graph must not run on the CPU plugin";
+    EXPECT_EQ(report.nodes_per_backend.count("jit_cuda"), 0u) << "the JIT plugin was left out";
   }
 };
 

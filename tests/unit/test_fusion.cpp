@@ -107,6 +107,38 @@ TEST(Fusion, ReductionsOverDifferentRowsStayApart) {
   EXPECT_EQ(groups[3], groups[2]);
 }
 
+TEST(Fusion, MatrixProductsTakeTheirEpilogueOnly) {
+  GraphBuilder b;
+  int x = b.input({8, 16}), w = b.input({32, 16}), bias = b.input({32}), m = b.input({16, 32});
+  // linear with bias, then relu: one group; the mul after it starts another.
+  int l = b.op("aten::linear", "", {value("input", x), value("weight", w), value("bias", bias)});
+  int r = b.op("aten::relu", "", {value("self", l)});
+  int s = b.op("aten::mul", "Scalar", {value("self", r), real("other", 2.0)});
+  int n = b.op("aten::neg", "", {value("self", s)});
+  // mm, then a row bias, then tanh-GELU: one group of three.
+  int mm = b.op("aten::mm", "", {value("self", x), value("mat2", m)});
+  int biased = b.op("aten::add", "Tensor", {value("self", mm), value("other", bias), scalar("alpha", 1)});
+  int g = b.op("aten::gelu", "", {value("self", biased), {"approximate", std::string("tanh")}});
+  // erf GELU is no epilogue, and a product the graph returns keeps no epilogue either.
+  int mm2 = b.op("aten::mm", "", {value("self", x), value("mat2", m)});
+  int e = b.op("aten::gelu", "", {value("self", mm2), {"approximate", std::string("none")}});
+  int mm3 = b.op("aten::mm", "", {value("self", x), value("mat2", m)});
+  int r3 = b.op("aten::relu", "", {value("self", mm3)});
+  auto graph = b.finish({n, g, e, mm3, r3});
+  PassReport report;
+  ElementwiseFusion().run(graph, report);
+  auto groups = groups_of(graph);
+  EXPECT_GE(groups[0], 0);
+  EXPECT_EQ(groups[0], groups[1]) << "linear + relu";
+  EXPECT_NE(groups[2], groups[1]);
+  EXPECT_EQ(groups[2], groups[3]) << "mul + neg fuse as usual";
+  EXPECT_GE(groups[4], 0);
+  EXPECT_EQ(groups[4], groups[5]);
+  EXPECT_EQ(groups[5], groups[6]) << "mm + bias + gelu(tanh)";
+  EXPECT_EQ(groups[7], -1) << "mm alone";
+  EXPECT_EQ(groups[9], -1) << "a returned product keeps its relu apart";
+}
+
 TEST(Fusion, GroupSizeIsBounded) {
   GraphBuilder b;
   int v = b.input({16});
