@@ -44,7 +44,7 @@ std::optional<std::string> Backend::query(const std::string& group_json) const {
 }
 
 std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const std::string& options_json,
-                                         bool* from_cache) const {
+                                         zn_compile_source* source) const {
   zn_compile_args args{};
   args.struct_size = sizeof(args);
   args.group_json = group_json.data();
@@ -53,7 +53,11 @@ std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const st
   auto status = take_status(api_->compile(context_, &args));
   if (status.code != ZN_STATUS_OK) raise(*this, "compile a group", status);
   if (args.kernel == nullptr) raise(*this, "compile a group", {ZN_STATUS_INTERNAL, "it returned no kernel"});
-  if (from_cache != nullptr) *from_cache = args.from_cache != 0;  // a 1.0 plugin leaves it 0
+  if (source != nullptr) {
+    // A 1.0 plugin leaves the field 0 (compiled); an unknown value is read as compiled too.
+    bool known = args.from_cache == ZN_COMPILE_FROM_CACHE || args.from_cache == ZN_COMPILE_NOTHING;
+    *source = known ? static_cast<zn_compile_source>(args.from_cache) : ZN_COMPILE_COMPILED;
+  }
   return std::make_shared<Kernel>(this, args.kernel);
 }
 

@@ -41,10 +41,10 @@ class Backend {
   /// Empty when the plugin can run the group, else its reason.
   std::optional<std::string> query(const std::string& group_json) const;
   /// Compiles a group; throws zenith::Error with the plugin's message on failure. `options_json`
-  /// is a JSON object (zn_compile_args.options_json); `from_cache`, when given, learns whether the
-  /// plugin served the kernel from a cache.
+  /// is a JSON object (zn_compile_args.options_json); `source`, when given, learns where the kernel
+  /// came from (a compiler, a cache, or nothing to compile).
   std::shared_ptr<Kernel> compile(const std::string& group_json, const std::string& options_json = "{}",
-                                  bool* from_cache = nullptr) const;
+                                  zn_compile_source* source = nullptr) const;
   /// Launches a kernel; throws zenith::Error with the plugin's message on failure.
   void launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
               void* stream) const;

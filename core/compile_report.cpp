@@ -22,7 +22,8 @@ std::string CompileReport::to_string() const {
   }
   text += fmt::format("  plan: {} kernel launches ({}), {} view nodes on the host\n", groups,
                       per_backend.empty() ? "none" : per_backend, host_nodes);
-  text += fmt::format("  kernels: {} compiled, {} from a cache\n", kernels_compiled, kernel_cache_hits);
+  text += fmt::format("  kernels: {} compiled, {} from a cache, {} groups need no compile\n", kernels_compiled,
+                      kernel_cache_hits, groups_without_compile);
   text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,
                       passes_ms, backend_ms, total_ms);
   if (!dump_path.empty()) text += fmt::format("\n  dump: {}", dump_path);

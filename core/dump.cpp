@@ -33,6 +33,7 @@ json report_to_json(const CompileReport& report) {
               {"nodes_per_backend", report.nodes_per_backend},
               {"kernels_compiled", report.kernels_compiled},
               {"kernel_cache_hits", report.kernel_cache_hits},
+              {"groups_without_compile", report.groups_without_compile},
               {"capture_ms", report.capture_ms},
               {"passes_ms", report.passes_ms},
               {"backend_ms", report.backend_ms},
@@ -57,6 +58,7 @@ CompileReport report_from_json(const json& j) {
     report.nodes_per_backend = j.value("nodes_per_backend", std::map<std::string, std::int64_t>{});
     report.kernels_compiled = j.value("kernels_compiled", 0);
     report.kernel_cache_hits = j.value("kernel_cache_hits", 0);
+    report.groups_without_compile = j.value("groups_without_compile", 0);
     report.capture_ms = j.value("capture_ms", 0.0);
     report.passes_ms = j.value("passes_ms", 0.0);
     report.backend_ms = j.value("backend_ms", 0.0);

@@ -15,9 +15,9 @@ namespace {
 // Compiles every claimed group, several at a time: NVRTC compiles dominate the cost of a new plan,
 // and plugins must accept concurrent compiles (include/zenith/plugin.h). Results keep their order;
 // the first failure is rethrown after all workers stop.
-std::vector<std::pair<std::shared_ptr<Kernel>, bool>> compile_groups(const std::vector<PlacedGroup>& placed,
+std::vector<std::pair<std::shared_ptr<Kernel>, zn_compile_source>> compile_groups(const std::vector<PlacedGroup>& placed,
                                                                      const std::string& backend_options) {
-  std::vector<std::pair<std::shared_ptr<Kernel>, bool>> kernels(placed.size());
+  std::vector<std::pair<std::shared_ptr<Kernel>, zn_compile_source>> kernels(placed.size());
   std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < placed.size(); ++i)
     if (placed[i].backend != nullptr) todo.push_back(i);
@@ -28,9 +28,9 @@ std::vector<std::pair<std::shared_ptr<Kernel>, bool>> compile_groups(const std::
     for (std::size_t k = next++; k < todo.size(); k = next++) {
       const auto& item = placed[todo[k]];
       try {
-        bool from_cache = false;
-        auto kernel = item.backend->compile(item.group_json, backend_options, &from_cache);
-        kernels[todo[k]] = {std::move(kernel), from_cache};
+        zn_compile_source source = ZN_COMPILE_COMPILED;
+        auto kernel = item.backend->compile(item.group_json, backend_options, &source);
+        kernels[todo[k]] = {std::move(kernel), source};
       } catch (...) {
         std::lock_guard<std::mutex> lock(failure_mutex);
         if (!failure) failure = std::current_exception();
@@ -75,7 +75,11 @@ Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends,
       step.device = step.output_types.empty() ? group.value(group.inputs.at(0)).type.device
                                               : step.output_types.front().device;
       step.kernel = std::move(kernels[index].first);
-      (kernels[index].second ? report.kernel_cache_hits : report.kernels_compiled) += 1;
+      switch (kernels[index].second) {
+        case ZN_COMPILE_COMPILED: report.kernels_compiled += 1; break;
+        case ZN_COMPILE_FROM_CACHE: report.kernel_cache_hits += 1; break;
+        case ZN_COMPILE_NOTHING: report.groups_without_compile += 1; break;
+      }
       report.groups += 1;
       report.nodes_per_backend[step.backend] += static_cast<std::int64_t>(item.group.nodes.size());
     }

@@ -51,6 +51,7 @@ struct Context {
   std::unique_ptr<zenith::cuda::KernelCache> cache;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<LoadedKernel>> loaded;  // by full key
+  std::map<std::string, std::shared_ptr<std::mutex>> compiling;  // by full key: one compile at a time
   std::unique_ptr<zenith::cuda::CublasLtMatmul> blas;  // null when cuBLASLt could not start
   std::string blas_failure;
 };
@@ -154,10 +155,22 @@ zn_status* jit_query(void* context_ptr, zn_query_args* args) {
   });
 }
 
+// A plan's kernels compile in parallel and often share keys (identical layers): a second compile
+// of one key waits for the first and then finds its result in the cache, rather than running
+// NVRTC again.
+std::shared_ptr<std::mutex> compile_lock(Context& context, const std::string& key) {
+  std::lock_guard<std::mutex> lock(context.mutex);
+  auto& slot = context.compiling[key];
+  if (!slot) slot = std::make_shared<std::mutex>();
+  return slot;
+}
+
 // The generated kernel, from the cache or compiled by NVRTC now, loaded once per process.
 FusedKernel build(Context& context, GeneratedKernel kernel, const char* options_json, bool& from_cache) {
   FusedKernel fused{std::move(kernel), nullptr};
   zenith::cuda::KernelKey key{full_key(context, fused.kernel)};
+  auto key_mutex = compile_lock(context, key.text);
+  std::lock_guard<std::mutex> compiling(*key_mutex);
   from_cache = true;
   auto cached = context.cache->find(key);
   if (!cached) {
@@ -187,13 +200,15 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
     auto planned = plan(args->group_json, args->group_json_size);
     if (auto why = refusal(context, planned); !why.empty()) return fail(ZN_STATUS_UNSUPPORTED, why);
     std::unique_ptr<JitKernel> jit;
-    bool from_cache = true;  // a cuBLASLt call compiles nothing
+    zn_compile_source source = ZN_COMPILE_NOTHING;  // a cuBLASLt call compiles nothing
     if (auto* generated = std::get_if<GeneratedKernel>(&std::get<Planned>(planned))) {
+      bool from_cache = false;
       jit = std::make_unique<JitKernel>(build(context, std::move(*generated), args->options_json, from_cache));
+      source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
     } else {
       jit = std::make_unique<JitKernel>(std::get<MatmulProgram>(std::move(std::get<Planned>(planned))));
     }
-    if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = from_cache ? 1 : 0;
+    if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = source;
     args->kernel = reinterpret_cast<zn_kernel*>(jit.release());
     return nullptr;
   });

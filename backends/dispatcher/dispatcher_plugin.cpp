@@ -86,6 +86,8 @@ zn_status* plugin_compile(void*, zn_compile_args* args) {
     if (auto why = refusal(kernel->group); !why.empty()) return fail(ZN_STATUS_UNSUPPORTED, why);
     for (const auto& node : kernel->group.nodes) kernel->calls.emplace_back(node);
     kernel->device_index = device_index_of(kernel->group);
+    // The ops are bound to the dispatcher, not compiled.
+    if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = ZN_COMPILE_NOTHING;
     args->kernel = reinterpret_cast<zn_kernel*>(kernel.release());
     return nullptr;
   });

@@ -65,6 +65,7 @@ struct CompileReport {
   std::map<std::string, std::int64_t> nodes_per_backend;  ///< IR nodes each backend runs
   std::int64_t kernels_compiled = 0;         ///< kernels compiled by backends for this plan
   std::int64_t kernel_cache_hits = 0;        ///< kernels a backend served from its cache
+  std::int64_t groups_without_compile = 0;   ///< groups run by library or dispatcher calls: nothing compiled
   double capture_ms = 0;                     ///< tracing and import
   double passes_ms = 0;                      ///< all passes
   double backend_ms = 0;                     ///< partitioning and kernel compilation

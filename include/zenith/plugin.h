@@ -31,7 +31,8 @@
  *    version, so either side can read the other's version and report a mismatch.
  *  - Option strings the host passes are never NULL ("{}" when empty).
  *
- * Versions: 1.0, the first stable version. 1.1 appends zn_compile_args.from_cache.
+ * Versions: 1.0, the first stable version. 1.1 appends zn_compile_args.from_cache. 1.2 gives it a
+ * third value, ZN_COMPILE_NOTHING (zn_compile_source).
  */
 #ifndef ZENITH_PLUGIN_H
 #define ZENITH_PLUGIN_H
@@ -48,7 +49,7 @@ extern "C" {
 /** ABI major version: a plugin of another major is never loaded. */
 #define ZN_ABI_MAJOR 1
 /** ABI minor version: grows when a field is appended to a table or argument struct. */
-#define ZN_ABI_MINOR 1
+#define ZN_ABI_MINOR 2
 
 /** Name of the one symbol a plugin exports (type: zn_plugin_get_api_fn). */
 #define ZN_PLUGIN_ENTRY_SYMBOL "zn_plugin_get_api"
@@ -125,6 +126,13 @@ typedef struct zn_query_args {
   size_t reason_capacity;   /**< in: bytes in `reason`, including the terminating NUL */
 } zn_query_args;
 
+/** Where a compiled kernel came from (zn_compile_args.from_cache). */
+typedef enum zn_compile_source {
+  ZN_COMPILE_COMPILED = 0,   /**< a compiler ran for it (what a 1.0 plugin reports) */
+  ZN_COMPILE_FROM_CACHE = 1, /**< served from a cache: nothing was compiled */
+  ZN_COMPILE_NOTHING = 2     /**< (since 1.2) nothing needs compiling: a library or dispatcher call */
+} zn_compile_source;
+
 /** Arguments of zn_plugin_api.compile. */
 typedef struct zn_compile_args {
   size_t struct_size;       /**< sizeof(zn_compile_args) as the host was built */
@@ -133,8 +141,8 @@ typedef struct zn_compile_args {
   const char* options_json; /**< in: options as a JSON object, UTF-8, NUL-terminated; "dump_dir" names
                                  the folder for generated sources ("" when dumps are off) */
   zn_kernel* kernel;        /**< out: the compiled kernel */
-  int32_t from_cache;       /**< out (since 1.1): 1 when nothing was compiled for it (a cache hit, or a
-                                  library call such as a cuBLASLt matmul), 0 when a compiler ran */
+  int32_t from_cache;       /**< out (since 1.1): a zn_compile_source; the host counts compiles and
+                                  cache hits from it */
 } zn_compile_args;
 
 /** Arguments of zn_plugin_api.launch. */
