@@ -72,42 +72,100 @@ bool fits_row_space(const ir::Graph& graph, const ir::Node& node, const RowSpace
 
 }  // namespace
 
+namespace {
+
+// The groups as they grow, node by node in graph order.
+class Grouping {
+ public:
+  explicit Grouping(const ir::Graph& graph) : graph_(graph), group_of_(graph.nodes.size(), -1) {
+    auto producer = graph.producers();
+    producer_of_value_ = producer;
+    producers_.resize(graph.nodes.size());
+    for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+      for (int id : graph.nodes[n].input_ids())
+        if (producer[id] >= 0) producers_[n].push_back(producer[id]);
+    }
+  }
+
+  const std::vector<int>& producers(std::size_t n) const { return producers_[n]; }
+  int group_of(int n) const { return group_of_[n]; }
+  std::size_t size(int group) const { return members_.count(group) ? members_.at(group).size() : 0; }
+  const std::vector<int>& group_of_nodes() const { return group_of_; }
+  const std::vector<int>& producer_of_value() const { return producer_of_value_; }
+
+  int start_group(int n) {
+    int g = next_group_++;
+    add(n, g);
+    return g;
+  }
+  void add(int n, int group) {
+    group_of_[n] = group;
+    members_[group].push_back(n);
+  }
+
+  // Whether `group` may take node `n`: no producer of n outside the group may reach the group,
+  // directly or through other groups. A group runs as one unit, so reaching any member of a group
+  // reaches everything that group reads; otherwise the group would feed a node outside it that
+  // feeds the group again, and no order could run it as one kernel.
+  bool keeps_convex(std::size_t n, int group) const {
+    std::vector<char> seen(graph_.nodes.size(), 0);
+    std::set<int> expanded;
+    std::vector<int> stack;
+    for (int p : producers_[n])
+      if (group_of_[p] != group) stack.push_back(p);
+    while (!stack.empty()) {
+      int x = stack.back();
+      stack.pop_back();
+      if (seen[x]) continue;
+      seen[x] = 1;
+      if (group_of_[x] == group) return false;
+      for (int p : producers_[x]) stack.push_back(p);
+      if (group_of_[x] >= 0 && expanded.insert(group_of_[x]).second) {
+        for (int member : members_.at(group_of_[x])) stack.push_back(member);
+      }
+    }
+    return true;
+  }
+
+  // Whether every member of `group` still fits once its rows are `space`.
+  bool members_fit(int group, const RowSpace& space) const {
+    for (int member : members_.at(group)) {
+      if (!fits_row_space(graph_, graph_.nodes[member], &space, group, group_of_, producer_of_value_)) return false;
+    }
+    return true;
+  }
+
+ private:
+  const ir::Graph& graph_;
+  std::vector<int> group_of_;
+  std::vector<int> producer_of_value_;
+  std::vector<std::vector<int>> producers_;
+  std::map<int, std::vector<int>> members_;
+  int next_group_ = 0;
+};
+
+}  // namespace
+
 void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
-  auto producer = graph.producers();
   const std::size_t n_nodes = graph.nodes.size();
-  std::vector<int> group_of(n_nodes, -1);
-  // depends_on[n]: groups that node n reads from, directly or through other nodes. A node may join
-  // group G only if none of its producers outside G depends on G: otherwise G would feed a node
-  // outside it that feeds G again, and no order could run G as one kernel.
-  std::vector<std::set<int>> depends_on(n_nodes);
-  std::map<int, std::size_t> group_size;
+  Grouping grouping(graph);
   std::map<int, RowSpace> row_space;
   std::map<int, MatmulGroup> matmul_groups;
   const auto consumers = graph.consumers();
-  int next_group = 0;
 
   for (std::size_t n = 0; n < n_nodes; ++n) {
     auto& node = graph.nodes[n];
     node.fusion_group = -1;
-    std::vector<int> producers;
-    for (int id : node.input_ids()) {
-      if (producer[id] >= 0) producers.push_back(producer[id]);
-    }
-    for (int p : producers) {
-      depends_on[n].insert(depends_on[p].begin(), depends_on[p].end());
-      if (group_of[p] >= 0) depends_on[n].insert(group_of[p]);
-    }
     if (starts_matmul_group(node)) {
-      group_of[n] = next_group++;
-      group_size[group_of[n]] = 1;
-      matmul_groups[group_of[n]] = matmul_group_of(graph, node);
+      matmul_groups[grouping.start_group(static_cast<int>(n))] = matmul_group_of(graph, node);
       continue;
     }
     if (!fusible(graph, node)) continue;
+    auto reduction = ir::row_reduction(graph, node);
     int chosen = -1;
-    for (int p : producers) {
-      int candidate = group_of[p];
-      if (candidate < 0 || group_size[candidate] >= max_nodes_) continue;
+    for (int p : grouping.producers(n)) {
+      int candidate = grouping.group_of(p);
+      if (candidate < 0 || grouping.size(candidate) >= max_nodes_) continue;
       if (auto matmul = matmul_groups.find(candidate); matmul != matmul_groups.end()) {
         // A matrix product's group takes its epilogue steps only; the tail has no other reader,
         // so the group stays convex.
@@ -118,30 +176,31 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
         continue;
       }
       auto space = row_space.find(candidate);
-      if (!fits_row_space(graph, node, space == row_space.end() ? nullptr : &space->second, candidate, group_of, producer)) {
+      const RowSpace* rows = space == row_space.end() ? nullptr : &space->second;
+      if (!fits_row_space(graph, node, rows, candidate, grouping.group_of_nodes(), grouping.producer_of_value())) continue;
+      // A first reduction gives the group its rows: what joined before must fit them too.
+      if (reduction && rows == nullptr &&
+          !grouping.members_fit(candidate, RowSpace{graph.value(reduction->input).type.sizes, reduction->inner})) {
         continue;
       }
-      bool convex = true;
-      for (int m : producers) convex = convex && (group_of[m] == candidate || !depends_on[m].count(candidate));
-      if (convex) {
+      if (grouping.keeps_convex(n, candidate)) {
         chosen = candidate;
         break;
       }
     }
-    if (chosen < 0) chosen = next_group++;
-    if (auto reduction = ir::row_reduction(graph, node); reduction && !row_space.count(chosen)) {
+    if (chosen < 0) chosen = grouping.start_group(static_cast<int>(n));
+    else grouping.add(static_cast<int>(n), chosen);
+    if (reduction && !row_space.count(chosen)) {
       row_space[chosen] = RowSpace{graph.value(reduction->input).type.sizes, reduction->inner};
     }
-    group_of[n] = chosen;
-    group_size[chosen] += 1;
   }
 
   // Only groups of two or more nodes are fusion; renumber them densely.
   std::map<int, int> dense;
   std::int64_t fused_nodes = 0;
   for (std::size_t n = 0; n < n_nodes; ++n) {
-    int g = group_of[n];
-    if (g < 0 || group_size[g] < 2) continue;
+    int g = grouping.group_of(static_cast<int>(n));
+    if (g < 0 || grouping.size(g) < 2) continue;
     auto [it, inserted] = dense.emplace(g, static_cast<int>(dense.size()));
     graph.nodes[n].fusion_group = it->second;
     ++fused_nodes;

@@ -1,5 +1,6 @@
 #include "backends/cuda/elementwise_codegen.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -59,6 +60,11 @@ const char* class_name(OperandClass cls) {
   return "?";
 }
 
+std::vector<std::int64_t> without_leading_ones(const std::vector<std::int64_t>& sizes) {
+  auto first = std::find_if(sizes.begin(), sizes.end(), [](std::int64_t s) { return s != 1; });
+  return std::vector<std::int64_t>(first, sizes.end());
+}
+
 bool needs_64bit(const ir::Graph& group, const std::vector<Operand>& operands, const std::vector<std::int64_t>& shape) {
   std::int64_t numel = 1;
   for (auto s : shape) numel *= s;
@@ -78,13 +84,20 @@ class Generator {
 
   ElementwiseKernel run() {
     check_group();
-    shape_ = group_.value(group_.outputs.at(0)).type.sizes;
+    // Outputs may differ only by leading 1s ([7] and [1, 7]: the same elements in the same
+    // order); the iteration space is the one of highest rank.
+    for (int id : group_.outputs) {
+      const auto& sizes = group_.value(id).type.sizes;
+      if (sizes.size() >= shape_.size()) shape_ = sizes;
+    }
+    for (int id : group_.outputs) {
+      if (without_leading_ones(group_.value(id).type.sizes) != without_leading_ones(shape_)) {
+        throw Unsupported{"the group's outputs have different shapes"};
+      }
+    }
     if (shape_.empty()) shape_ = {1};
     for (int id : group_.inputs) operands_.push_back(classify(group_, id, shape_));
     for (int id : group_.outputs) {
-      if (group_.value(id).type.sizes != group_.value(group_.outputs[0]).type.sizes) {
-        throw Unsupported{"the group's outputs have different shapes"};
-      }
       operands_.push_back(classify(group_, id, shape_));
       if (operands_.back().cls == OperandClass::Scalar && shape_ != std::vector<std::int64_t>{1}) {
         operands_.back().cls = OperandClass::Strided;
@@ -285,9 +298,11 @@ std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Grap
 }
 
 std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands) {
+  // The iteration space: the last output's sizes, right-aligned into the kernel's rank (outputs
+  // differ at most by leading 1s).
   const DLTensor& out = *operands.at(kernel.operands.size() - 1);
-  std::vector<std::int64_t> shape(out.shape, out.shape + out.ndim);
-  if (shape.empty()) shape = {1};
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(kernel.rank), 1);
+  for (int d = 0; d < out.ndim && d < kernel.rank; ++d) shape[kernel.rank - out.ndim + d] = out.shape[d];
   std::int64_t numel = 1;
   for (auto s : shape) numel *= s;
   bool aligned = true;

@@ -198,7 +198,8 @@ TEST(FusionEndToEnd, ManyKernelsCompileTogetherAndRunInOrder) {
   EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6));
   auto report = fast.report();
   EXPECT_EQ(report.groups, 24);
-  EXPECT_EQ(report.kernels_compiled + report.kernel_cache_hits, 24);
+  EXPECT_EQ(report.kernels_compiled + report.kernel_cache_hits, 12) << "the example plugin's fused chains";
+  EXPECT_EQ(report.groups_without_compile, 12) << "the CPU plugin's flips: dispatcher calls";
   EXPECT_EQ(report.nodes_per_backend.at("example"), 48);
   EXPECT_EQ(report.nodes_per_backend.at("cpu"), 12);
 }

@@ -1,0 +1,49 @@
+// Seeded random programs of the ops the fusion pass groups (elementwise ops and, in some programs,
+// one row reduction or normalization with a prologue and an epilogue), for testing fusion and the
+// CUDA code generators against eager LibTorch on shapes and DAGs nobody wrote by hand.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zenith::testing {
+
+/// One random program with its inputs.
+struct RandomProgram {
+  std::uint64_t seed = 0;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  /// The inputs, in call order: fresh values of `dtype` on the requested device, some of them
+  /// broadcasting against the others and some not contiguous (transposed or sliced views).
+  std::vector<at::Tensor> inputs;
+  /// Runs the program eagerly on tensors like `inputs` and returns its 1 to 3 outputs.
+  std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> run;
+  /// The inputs (dtype, sizes, layout, value range) and the ops, one per line, then the outputs:
+  /// what a failure message needs to explain itself.
+  std::string description;
+  /// Whether the program holds a row reduction or normalization (sums are reordered by kernels).
+  bool has_reduction = false;
+};
+
+/// Most inputs a program takes, so that callers can dispatch to fixed-arity callables.
+constexpr std::size_t kMaxRandomProgramInputs = 8;
+
+/// The program of `seed`, well conditioned: on the CPU, every output of eager in `dtype` is within
+/// 2e-6 (float32), 5e-3 (float16) or 2e-2 (bfloat16) of eager in float64, relative to its largest
+/// magnitude. A draft that is not (cancellation, say x*x - x*x, or an output made only of tiny
+/// tails) is redrawn from the same seed's stream: there eager's own rounding is what a comparison
+/// with eager would measure, and a kernel that rounds less could never match it at a fixed
+/// tolerance. Well conditioned, a kernel that keeps intermediates in float32 stays within about
+/// that bound of eager, plus the rounding of its stores.
+///
+/// The same seed gives the same ops, shapes and input values on every machine and standard
+/// library: draws come from std::mt19937_64 (whose output the standard fixes) without std's
+/// distributions (whose output it does not), and input values are drawn on the CPU in float32
+/// before being converted to `dtype` and moved to `device`.
+RandomProgram make_random_program(std::uint64_t seed, c10::ScalarType dtype, c10::Device device);
+
+}  // namespace zenith::testing

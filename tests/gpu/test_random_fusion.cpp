@@ -1,0 +1,193 @@
+// Seeded random programs of fusible ops (tests/common/random_program.h), compiled with fallback
+// off and run on the GPU against eager: shapes, broadcasts, layouts, DAGs with shared values and
+// several outputs, and row reductions with prologues and epilogues that nobody wrote by hand.
+// Labelled `gpu`. Built a second time with ZENITH_RANDOM_PROGRAMS_ON_CPU as a CPU test for CI:
+// there the CPU plugin runs the groups, which checks fusion and partitioning (convex groups, step
+// order) on the same programs. A failure names the seed, the dtype and the whole program, with the call that
+// rebuilds it.
+//
+// Tolerances, as max |zenith - eager| / max |eager| per output. The generator keeps only well
+// conditioned programs: eager in the dtype is within 2e-6 (float32), 5e-3 (float16) or 2e-2
+// (bfloat16) of float64, so that what is compared is the kernels and not cancellation.
+//  - float32, 1e-5: the kernel's formulas (expf, erff, tanhf, its own gelu and softplus) are not
+//    ATen's, a few ulps apart per op, compounding over up to 12 ops and through ops with slopes
+//    above 1 (exp, pow, divisions): about five times what eager itself is from float64 here.
+//  - float32 with a row reduction, 1e-4: the kernel sums a row in another order (a tree over a
+//    block, ATen's tree over its own), which moves a sum by ulps of its largest partial sums rather
+//    than of the result; epilogues like x - mean, log_softmax's x - logsumexp, a variance's squared
+//    deviations and a norm's division by the spread then amplify that difference further.
+//  - float16 2e-2, bfloat16 8e-2: the kernel keeps intermediates in float32 and rounds once, at
+//    the store, where eager rounds to the storage type (2^-11 and 2^-8 relative) after every op,
+//    and those roundings compound over up to 12 ops. Since eager is within the generator's bound
+//    of float64, the kernel is within about that bound of eager plus its own final rounding: the
+//    tolerances leave a factor of four over the bound.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "common/random_program.h"
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::RandomProgram;
+using testing::relative_error;
+
+constexpr int kPrograms = 300;
+
+#ifdef ZENITH_RANDOM_PROGRAMS_ON_CPU
+const c10::Device kDevice(c10::kCPU);
+constexpr const char* kBackend = "cpu";
+#else
+const c10::Device kDevice(c10::kCUDA);
+constexpr const char* kBackend = "jit_cuda";
+#endif
+
+// Seed N is the same program in tests/cuda/test_random_kernels_compile.cpp, which compiles its
+// kernels without a GPU.
+c10::ScalarType dtype_of(int seed) {
+  const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
+  return dtypes[seed % 3];
+}
+
+double tolerance(const RandomProgram& program) {
+  switch (program.dtype) {
+    case at::kHalf:
+      return 2e-2;
+    case at::kBFloat16:
+      return 8e-2;
+    default:
+      return program.has_reduction ? 1e-4 : 1e-5;
+  }
+}
+
+struct CompiledRun {
+  std::vector<at::Tensor> outputs;
+  CompileReport report;
+};
+
+template <std::size_t>
+using TensorArgument = at::Tensor;
+
+// zenith::compile takes callables of a fixed signature; a program takes 1 to 8 tensors.
+template <std::size_t... I>
+CompiledRun run_compiled(const RandomProgram& program, std::index_sequence<I...>) {
+  auto forward = [run = program.run](TensorArgument<I>... inputs) -> std::vector<at::Tensor> {
+    return run({inputs...});
+  };
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  auto fast = compile(forward, options);
+  fast(program.inputs[I]...);  // the first call of a signature returns the trace's own eager result
+  CompiledRun result;
+  result.outputs = fast(program.inputs[I]...);
+  result.report = fast.report();
+  return result;
+}
+
+template <std::size_t N = 1>
+CompiledRun run_with_arity(const RandomProgram& program) {
+  if constexpr (N > testing::kMaxRandomProgramInputs) {
+    throw std::runtime_error("the program takes more than kMaxRandomProgramInputs inputs");
+  } else {
+    if (program.inputs.size() == N) return run_compiled(program, std::make_index_sequence<N>{});
+    return run_with_arity<N + 1>(program);
+  }
+}
+
+std::int64_t count(const std::map<std::string, std::int64_t>& counts, const std::string& key) {
+  auto it = counts.find(key);
+  return it == counts.end() ? 0 : it->second;
+}
+
+// Groups the fusion pass proposed for this signature.
+std::int64_t fused_groups(const CompileReport& report) {
+  for (const auto& pass : report.passes) {
+    if (pass.name == "fuse_elementwise") return count(pass.counters, "groups");
+  }
+  return 0;
+}
+
+TEST(RandomFusion, SeededProgramsMatchEager) {
+  if (kDevice.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  int failures = 0, programs_fused = 0, programs_declined = 0;
+  std::int64_t groups = 0, jit_nodes = 0, declined_nodes = 0;
+  std::map<std::string, double> worst;  // dtype -> largest error / tolerance
+  for (int seed = 0; seed < kPrograms; ++seed) {
+    const auto dtype = dtype_of(seed);
+    const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype) + "\n";
+    RandomProgram program;
+    CompiledRun got;
+    try {
+      program = testing::make_random_program(static_cast<std::uint64_t>(seed), dtype, kDevice);
+      got = run_with_arity(program);
+    } catch (const std::exception& error) {
+      ++failures;
+      ADD_FAILURE() << where << program.description << error.what();
+      continue;
+    }
+    const auto want = program.run(program.inputs);
+    const double tol = tolerance(program);
+    bool failed = got.outputs.size() != want.size();
+    std::string problems = failed ? "number of outputs differs from eager\n" : "";
+    for (std::size_t i = 0; !failed && i < want.size(); ++i) {
+      if (got.outputs[i].sizes() != want[i].sizes() || got.outputs[i].scalar_type() != want[i].scalar_type()) {
+        failed = true;
+        problems += "output " + std::to_string(i) + ": " + c10::toString(got.outputs[i].scalar_type()) +
+                    c10::str(got.outputs[i].sizes()) + ", eager " + c10::toString(want[i].scalar_type()) +
+                    c10::str(want[i].sizes()) + "\n";
+        continue;
+      }
+      const double error = relative_error(got.outputs[i].to(at::kFloat), want[i].to(at::kFloat));
+      auto& w = worst[c10::toString(dtype)];
+      w = std::max(w, error / tol);
+      if (!(error <= tol)) {  // NaN fails too
+        failed = true;
+        problems += "output " + std::to_string(i) + ": error " + std::to_string(error) + " > tolerance " +
+                    std::to_string(tol) + "\n";
+      }
+    }
+
+    const auto& report = got.report;
+    const std::int64_t fused = fused_groups(report);
+    const std::int64_t on_jit = count(report.nodes_per_backend, kBackend);
+    const std::int64_t on_torch = count(report.nodes_per_backend, "torch_gpu");
+    groups += fused;
+    jit_nodes += on_jit;
+    declined_nodes += on_torch;
+    programs_fused += fused > 0;
+    programs_declined += on_torch > 0;
+    if (fused > 0 && on_jit == 0) {
+      failed = true;
+      problems += "the fusion pass made " + std::to_string(fused) + " groups, yet " + kBackend + " ran no node\n";
+    }
+    if (failed) {
+      ++failures;
+      ADD_FAILURE() << where << problems << program.description << report.to_string();
+    }
+  }
+  std::printf(
+      "random fusion: %d programs run, %d with fusion groups (%lld groups), %lld nodes on the backend under test; "
+      "%d programs with nodes the JIT declined (%lld nodes on torch_gpu); %d failures\n",
+      kPrograms, programs_fused, static_cast<long long>(groups), static_cast<long long>(jit_nodes), programs_declined,
+      static_cast<long long>(declined_nodes), failures);
+  for (const auto& [dtype, ratio] : worst)
+    std::printf("  %s: largest error %.3f of the tolerance\n", dtype.c_str(), ratio);
+  // Most programs have something to fuse; fewer groups would mean that the fusion pass stopped
+  // proposing them and the comparisons above checked eager against the PyTorch backend.
+  EXPECT_GE(programs_fused, kPrograms / 2);
+}
+
+}  // namespace
+}  // namespace zenith

@@ -1,0 +1,262 @@
+// The model zoo compiled on CUDA, with the JIT CUDA backend running its fused groups, against
+// eager in float32, float16 and bfloat16; and one fused chain over a tensor of more than 2^31
+// elements, where 32-bit offsets would overflow. Labelled `gpu`; skipped where no CUDA device is.
+//
+// Tolerances, as max |zenith - eager| / max |eager| over each output (tests/common_relative_error.h).
+// Each must sit well above the expected rounding differences and well below what a wrong kernel
+// gives: a wrong operand, index, broadcast or op moves outputs by their own size (errors of order
+// 1e-1 to 1 relative to the largest output).
+//   float32   1e-4. The generated kernels evaluate in float32 like eager, but their math functions
+//             (erf, exp, rsqrt, tanh) are CUDA's, not bitwise PyTorch's, and their fused row
+//             reductions (layer norm, softmax, RMSNorm) sum each row as a block-wide tree, in
+//             another order than PyTorch's kernels: single groups differ by a few units in the last
+//             place (test_jit_cuda holds them to 1e-5). A whole model carries these through layers
+//             that amplify them: normalizations divide by a row's standard deviation, softmax
+//             exponentiates, matrix products sum hundreds of slightly different terms, and cuDNN
+//             convolutions round their inputs to TF32 by default, where a one-unit difference can
+//             move a product by 2^-11. Ten times the single-group bound.
+//   float16   2e-2. Zenith rounds once per fused group, at the store, where eager rounds after every
+//             op. Each such difference is up to one unit in the last place (2^-10 relative); a
+//             small model has a few dozen along any path, partly amplified as above: about 20 units
+//             relative to the largest output.
+//   bfloat16  8e-2. The same differences with 3 fewer mantissa bits (units of 2^-7): about 10
+//             units. Scaling the float16 bound by 8 would give 16e-2, too close to what a wrong
+//             kernel gives to tell the two apart; the outputs here are normalized and of order one,
+//             so most differences fall well below the largest value.
+// Each model is called twice: the first call of a signature returns the trace's own eager result,
+// so only the second one runs the compiled plan.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/torch.h>
+
+#include "models/bert.h"
+#include "models/cnn.h"
+#include "models/llama.h"
+#include "models/mlp.h"
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+
+double tolerance(c10::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return 1e-4;
+    case at::kHalf: return 2e-2;
+    default: return 8e-2;
+  }
+}
+
+// Relative error in float32 (a float16 subtraction would itself round), after checking that eager
+// is finite: otherwise the inputs, not Zenith, would be at fault.
+void expect_close(const at::Tensor& got, const at::Tensor& want, c10::ScalarType dtype, const std::string& what) {
+  ASSERT_TRUE(torch::isfinite(want).all().item<bool>()) << what << ": eager itself is not finite";
+  EXPECT_EQ(got.scalar_type(), want.scalar_type()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << what;
+}
+
+class ZooCuda : public ::testing::TestWithParam<c10::ScalarType> {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    torch::manual_seed(31);
+  }
+  c10::ScalarType dtype() const { return GetParam(); }
+  torch::Device device() const { return torch::Device(torch::kCUDA); }
+  // Inputs are drawn on the CPU and moved, so they do not depend on the device's generator.
+  at::Tensor on_device(const at::Tensor& t) const {
+    return t.is_floating_point() ? t.to(device(), dtype()) : t.to(device());
+  }
+  static CompileOptions strict(const std::string& name) {
+    CompileOptions options;
+    options.name = name;
+    options.fallback_to_eager = false;
+    return options;
+  }
+  // The plan served the second call, and the JIT backend ran part of it.
+  template <typename Compiled>
+  static void expect_jit_plan(const Compiled& fast) {
+    auto report = fast.report();
+    EXPECT_FALSE(report.eager_fallback) << report.fallback_reason;
+    EXPECT_EQ(fast.stats().eager_calls, 0);
+    EXPECT_GE(fast.stats().hits, 1) << "no call was served by a compiled plan";
+    ASSERT_EQ(report.nodes_per_backend.count("jit_cuda"), 1u) << report.to_string();
+    EXPECT_GT(report.nodes_per_backend.at("jit_cuda"), 0) << report.to_string();
+    EXPECT_EQ(report.nodes_per_backend.count("cpu"), 0u) << "a CUDA graph must not run on the CPU plugin";
+  }
+};
+
+TEST_P(ZooCuda, Mlp) {
+  torch::NoGradGuard no_grad;
+  auto config = models::MlpConfig::small();
+  models::Mlp model(config);
+  model->to(device(), dtype());
+  auto fast = compile(model, strict("mlp"));
+  auto x = on_device(torch::randn({16, config.in}));
+  fast(x);
+  expect_close(fast(x), model->forward(x), dtype(), "mlp");
+  expect_jit_plan(fast);
+}
+
+TEST_P(ZooCuda, Cnn) {
+  torch::NoGradGuard no_grad;
+  auto config = models::CnnConfig::small();
+  models::Cnn model(config);
+  model->eval();
+  model->to(device(), dtype());
+  auto fast = compile(model, strict("cnn"));
+  auto x = on_device(torch::randn({2, config.in_channels, config.image_size, config.image_size}));
+  fast(x);
+  expect_close(fast(x), model->forward(x), dtype(), "cnn");
+  expect_jit_plan(fast);
+}
+
+TEST_P(ZooCuda, BertWithPadding) {
+  torch::NoGradGuard no_grad;
+  auto config = models::BertConfig::small();
+  models::Bert model(config);
+  model->eval();
+  model->to(device(), dtype());
+  auto fast = compile(model, strict("bert"));
+  auto ids = on_device(torch::randint(config.vocab_size, {2, 24}, torch::kLong));
+  auto mask = torch::ones({2, 24}, torch::kLong);
+  mask.index_put_({0, torch::indexing::Slice(17)}, 0);  // the additive mask's fill value must survive fusion
+  mask = on_device(mask);
+  fast(ids, mask);
+  expect_close(fast(ids, mask), model->forward(ids, mask), dtype(), "bert");
+  expect_jit_plan(fast);
+}
+
+TEST_P(ZooCuda, LlamaPromptThenOneDecodeStep) {
+  torch::NoGradGuard no_grad;
+  auto config = models::LlamaConfig::small();
+  models::Llama model(config);
+  model->eval();
+  model->to(device(), dtype());
+  auto fast = compile(model, strict("llama"));
+  auto [k0, v0] = models::empty_cache(config, 2, torch::TensorOptions().dtype(dtype()).device(device()));
+  auto prompt = on_device(torch::randint(config.vocab_size, {2, 9}, torch::kLong));  // tokens stay int64
+  fast(prompt, k0, v0);
+  auto [logits, k, v] = fast(prompt, k0, v0);
+  auto [e_logits, e_k, e_v] = model->forward(prompt, k0, v0);
+  expect_close(logits, e_logits, dtype(), "prompt logits");
+  expect_close(k, e_k, dtype(), "prompt keys");
+  expect_close(v, e_v, dtype(), "prompt values");
+  expect_jit_plan(fast);
+  // A decode step reads a non-empty cache: another signature, with a cache of Zenith's own making.
+  auto token = on_device(torch::randint(config.vocab_size, {2, 1}, torch::kLong));
+  fast(token, k, v);
+  auto [step_logits, step_k, step_v] = fast(token, k, v);
+  auto [e_step_logits, e_step_k, e_step_v] = model->forward(token, e_k, e_v);
+  expect_close(step_logits, e_step_logits, dtype(), "decode logits");
+  expect_close(step_k, e_step_k, dtype(), "decode keys");
+  expect_jit_plan(fast);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ZooCuda, ::testing::Values(at::kFloat, at::kHalf, at::kBFloat16),
+                         [](const ::testing::TestParamInfo<c10::ScalarType>& info) {
+                           return std::string(info.param == at::kFloat  ? "float32"
+                                              : info.param == at::kHalf ? "float16"
+                                                                        : "bfloat16");
+                         });
+
+// --- Beyond 32-bit offsets --------------------------------------------------------------------
+//
+// A tensor of 2^31 + 4099 bfloat16 elements (4.3 GB) through one fused kernel: its element count
+// and offsets need 64-bit indexing, and the odd tail leaves a remainder after the 16-byte vector
+// path. The eager reference is computed a chunk at a time, so the checks need the input, Zenith's
+// output and one chunk's temporaries (about 13 GB). The first call runs eager on the whole tensor
+// while tracing it, holding the input and three results of its size (about 17 GB): hence a 24 GiB
+// threshold. Tolerance: a single chain's, as in test_jit_cuda (one rounding at the store against
+// eager's one per op, at most a unit or two of bfloat16 relative to the largest value).
+
+constexpr std::int64_t kHugeElements = (std::int64_t{1} << 31) + 4099;
+constexpr std::size_t kHugeFreeBytes = std::size_t{24} << 30;
+constexpr std::int64_t kChunk = std::int64_t{1} << 27;
+constexpr double kChainTolerance = 4e-2;
+
+at::Tensor huge_chain(at::Tensor x) { return torch::relu(x * 2 + 1); }
+
+TEST(ZooCudaBeyondInt32, FusedChainOverMoreThanTwoToThe31Elements) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Memory cached by earlier tests in this process would not count as free.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < kHugeFreeBytes) {
+    GTEST_SKIP() << "needs " << (kHugeFreeBytes >> 30) << " GiB of free device memory, the device has "
+                 << (free_bytes >> 30) << " GiB free of " << (total_bytes >> 30);
+  }
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(37);
+  auto x = torch::randn({kHugeElements}, torch::TensorOptions().dtype(at::kBFloat16).device(torch::kCUDA));
+  CompileOptions options;
+  options.name = "huge";
+  options.fallback_to_eager = false;
+  auto fast = compile(&huge_chain, options);
+  fast(x);  // the trace's own eager result, dropped at once
+  auto got = fast(x);
+  auto report = fast.report();
+  EXPECT_EQ(report.groups, 1) << "one kernel over the whole tensor: " << report.to_string();
+  ASSERT_EQ(report.nodes_per_backend.count("jit_cuda"), 1u) << report.to_string();
+  EXPECT_EQ(fast.stats().hits, 1) << "the second call must run the plan";
+  ASSERT_EQ(got.numel(), kHugeElements);
+  const double tol = kChainTolerance;
+
+  // Named windows first, so that a failure says where: both ends, the middle, the 2^31 boundary
+  // where a 32-bit offset wraps, and a sample with a prime stride across the whole tensor.
+  const std::int64_t boundary = std::int64_t{1} << 31;
+  const std::vector<std::pair<std::string, std::int64_t>> windows = {
+      {"first 4096", 0},
+      {"middle 4096", kHugeElements / 2 - 2048},
+      {"4096 around 2^31", boundary - 2048},
+      {"last 4096", kHugeElements - 4096},
+  };
+  for (const auto& [what, start] : windows) {
+    auto want = huge_chain(x.narrow(0, start, 4096));
+    EXPECT_LE(relative_error(got.narrow(0, start, 4096).to(at::kFloat), want.to(at::kFloat)), tol) << what;
+  }
+  auto sample = x.slice(0, 0, kHugeElements, 999983);
+  EXPECT_LE(relative_error(got.slice(0, 0, kHugeElements, 999983).to(at::kFloat), huge_chain(sample).to(at::kFloat)), tol)
+      << "strided sample of " << sample.numel() << " elements";
+
+  // Then every element, a chunk at a time, and float64 checksums of both results. The sums differ
+  // by at most the sum of the elementwise differences, each at most one unit in the last place of
+  // bfloat16 (2^-7 of the element), so by at most 2^-7 of the sum of |eager|.
+  double got_sum = 0, want_sum = 0, want_abs_sum = 0, worst = 0, largest = 0;
+  for (std::int64_t start = 0; start < kHugeElements; start += kChunk) {
+    const std::int64_t length = std::min(kChunk, kHugeElements - start);
+    auto want = huge_chain(x.narrow(0, start, length)).to(at::kDouble);
+    auto mine = got.narrow(0, start, length).to(at::kDouble);
+    got_sum += mine.sum().item<double>();
+    want_sum += want.sum().item<double>();
+    want_abs_sum += want.abs().sum().item<double>();
+    worst = std::max(worst, (mine - want).abs().max().item<double>());
+    largest = std::max(largest, want.abs().max().item<double>());
+  }
+  EXPECT_LE(worst / std::max(largest, 1e-12), tol) << "largest difference over every element";
+  EXPECT_LE(std::abs(got_sum - want_sum), want_abs_sum / 128)
+      << "checksums: zenith " << got_sum << ", eager " << want_sum;
+  EXPECT_GT(want_abs_sum, 0.0) << "the chain produced only zeros: the check above proves nothing";
+
+  // Give the 8.6 GB back before the next test in this process.
+  got = at::Tensor();
+  x = at::Tensor();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+}  // namespace
+}  // namespace zenith
