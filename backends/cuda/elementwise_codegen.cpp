@@ -60,11 +60,6 @@ const char* class_name(OperandClass cls) {
   return "?";
 }
 
-std::vector<std::int64_t> without_leading_ones(const std::vector<std::int64_t>& sizes) {
-  auto first = std::find_if(sizes.begin(), sizes.end(), [](std::int64_t s) { return s != 1; });
-  return std::vector<std::int64_t>(first, sizes.end());
-}
-
 bool needs_64bit(const ir::Graph& group, const std::vector<Operand>& operands, const std::vector<std::int64_t>& shape) {
   std::int64_t numel = 1;
   for (auto s : shape) numel *= s;
@@ -84,17 +79,16 @@ class Generator {
 
   ElementwiseKernel run() {
     check_group();
-    // Outputs may differ only by leading 1s ([7] and [1, 7]: the same elements in the same
-    // order); the iteration space is the one of highest rank.
-    for (int id : group_.outputs) {
-      const auto& sizes = group_.value(id).type.sizes;
-      if (sizes.size() >= shape_.size()) shape_ = sizes;
+    // The iteration space is the largest output; the others must broadcast to it (an intermediate
+    // of a smaller shape that is also read after the group).
+    std::size_t largest = 0;
+    for (std::size_t o = 0; o < group_.outputs.size(); ++o) {
+      const auto& type = group_.value(group_.outputs[o]).type;
+      const auto& best = group_.value(group_.outputs[largest]).type;
+      if (type.numel() > best.numel() || (type.numel() == best.numel() && type.rank() > best.rank())) largest = o;
     }
-    for (int id : group_.outputs) {
-      if (without_leading_ones(group_.value(id).type.sizes) != without_leading_ones(shape_)) {
-        throw Unsupported{"the group's outputs have different shapes"};
-      }
-    }
+    shape_ = group_.value(group_.outputs[largest]).type.sizes;
+    kernel_.shape_operand = static_cast<int>(group_.inputs.size() + largest);
     if (shape_.empty()) shape_ = {1};
     for (int id : group_.inputs) operands_.push_back(classify(group_, id, shape_));
     for (int id : group_.outputs) {
@@ -182,16 +176,21 @@ class Generator {
     code += fmt::format("      Index rest = {};\n", index);
     for (std::size_t k = 0; k < operands_.size(); ++k) {
       if (operands_[k].cls == OperandClass::Strided) code += fmt::format("      Index o{} = 0;\n", k);
+      if (broadcast_output(k)) code += fmt::format("      bool w{} = true;\n", k);
     }
     for (std::size_t d = shape_.size(); d-- > 0;) {
       code += fmt::format("      {{ const Index c = rest % (Index)p.sizes[{0}]; rest /= (Index)p.sizes[{0}];", d);
       for (std::size_t k = 0; k < operands_.size(); ++k) {
         if (operands_[k].cls == OperandClass::Strided) code += fmt::format(" o{0} += c * (Index)p.strides{0}[{1}];", k, d);
+        if (broadcast_output(k) && (operands_[k].broadcast_mask >> d & 1u)) code += fmt::format(" w{0} = w{0} && c == 0;", k);
       }
       code += " }\n";
     }
     return code;
   }
+
+  // An output smaller than the iteration space: stored only where its broadcast coordinates are 0.
+  bool broadcast_output(std::size_t k) const { return k >= group_.inputs.size() && operands_[k].broadcast_mask != 0; }
 
   std::string operand_address(std::size_t k, const std::string& index) const {
     switch (operands_[k].cls) {
@@ -211,7 +210,8 @@ class Generator {
     for (const auto& statement : statements_) code += "      " + statement + "\n";
     for (std::size_t o = 0; o < group_.outputs.size(); ++o) {
       std::size_t k = group_.inputs.size() + o;
-      code += fmt::format("      zn_store({}, {});\n", operand_address(k, index), names_.at(group_.outputs[o]));
+      code += fmt::format("      {}zn_store({}, {});\n", broadcast_output(k) ? fmt::format("if (w{}) ", k) : "",
+                          operand_address(k, index), names_.at(group_.outputs[o]));
     }
     return code;
   }
@@ -298,9 +298,8 @@ std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Grap
 }
 
 std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands) {
-  // The iteration space: the last output's sizes, right-aligned into the kernel's rank (outputs
-  // differ at most by leading 1s).
-  const DLTensor& out = *operands.at(kernel.operands.size() - 1);
+  // The iteration space: the shape operand's sizes, right-aligned into the kernel's rank.
+  const DLTensor& out = *operands.at(static_cast<std::size_t>(kernel.shape_operand));
   std::vector<std::int64_t> shape(static_cast<std::size_t>(kernel.rank), 1);
   for (int d = 0; d < out.ndim && d < kernel.rank; ++d) shape[kernel.rank - out.ndim + d] = out.shape[d];
   std::int64_t numel = 1;

@@ -40,6 +40,10 @@ struct ElementwiseKernel {
   /// Value ids of the parameters, in order: the group's inputs, then its outputs.
   std::vector<int> operands;
   std::vector<OperandClass> classes;
+  /// The operand (an output) whose shape is the iteration space; every other output broadcasts
+  /// to it and is stored once per element of its own, from the iteration with 0 in its broadcast
+  /// dimensions.
+  int shape_operand = 0;
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),

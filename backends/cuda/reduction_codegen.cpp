@@ -252,7 +252,8 @@ class Generator {
   }
 
   void add_reduction(const ir::Node& node, const RowReduction& r) {
-    const Named x = named_.at(r.input);
+    Named x = named_.at(r.input);
+    if (x.domain == Domain::Scalar) x.domain = Domain::Full;  // a one-element row space
     if (x.domain != Domain::Full || type_of(r.input).sizes != shape_) {
       throw Unsupported{fmt::format("{} reads a value that is not of the rows' full shape", node.qualified_name())};
     }
@@ -337,8 +338,8 @@ class Generator {
       any_row = any_row || in.domain == Domain::Row;
       level = std::max(level, in.level);
     }
-    if (!any_full && !any_row) throw Unsupported{fmt::format("{} reads only one-element tensors", node.qualified_name())};
-    const Domain domain = any_full ? Domain::Full : Domain::Row;
+    // A node over one-element tensors only is uniform: computing it per element is right anywhere.
+    const Domain domain = any_full || !any_row ? Domain::Full : Domain::Row;
     const auto& out_sizes = type_of(node.outputs.at(0)).sizes;
     for (int id : node.input_ids()) {
       if (named_.at(id).domain != Domain::Row) continue;

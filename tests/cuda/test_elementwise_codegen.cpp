@@ -144,6 +144,17 @@ TEST(ElementwiseCodegen, KeysHoldTheShapeClassNotTheSizes) {
   EXPECT_TRUE(generate_or_fail(widened(chain({3, 4}, at::kFloat, {4}), 1 << 30)).index64);  // 3 * 2^30 elements
 }
 
+TEST(ElementwiseCodegen, OutputsOfASmallerShapeAreStoredOnce) {
+  GraphBuilder b;
+  int x = b.input({16, 7, 8}), v = b.input({1, 7, 8});
+  int t = b.op("aten::sigmoid", "", {value("self", v)});
+  int y = b.op("aten::add", "Tensor", {value("self", x), value("other", t), scalar("alpha", 1)});
+  auto kernel = generate_or_fail(on_cuda(b.finish({t, y})));
+  EXPECT_EQ(kernel.shape_operand, 3) << "y, the larger output, is the iteration space";
+  EXPECT_NE(kernel.source.find("if (w2) zn_store"), std::string::npos) << kernel.source;
+  expect_compiles(kernel);
+}
+
 TEST(ElementwiseCodegen, UnsupportedGroupsSayWhy) {
   GraphBuilder b;
   int x = b.input({4, 4});

@@ -116,6 +116,23 @@ TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
   }
 }
 
+TEST_F(JitCuda, AnIntermediateOfASmallerShapeIsStoredOnce) {
+  torch::NoGradGuard no_grad;
+  // t broadcasts into y and is returned too: one kernel over y's elements writes each of t's once.
+  auto fn = [](at::Tensor x, at::Tensor v) {
+    auto t = torch::sigmoid(v) * 2;
+    return std::make_tuple(torch::relu(x + t), t);
+  };
+  auto fast = compile(fn, strict());
+  auto x = torch::randn({16, 7, 8}, torch::kCUDA), v = torch::randn({1, 7, 8}, torch::kCUDA);
+  fast(x, v);
+  auto [y, t] = fast(x, v);
+  auto [y_eager, t_eager] = fn(x, v);
+  EXPECT_LE(relative_error(y, y_eager), 1e-5);
+  EXPECT_LE(relative_error(t, t_eager), 1e-5);
+  EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
+}
+
 TEST_F(JitCuda, MatrixProductsWithTheirEpilogueAreOneCublasLtCall) {
   torch::NoGradGuard no_grad;
   // Tolerances as in test_cublaslt_matmul.cpp: float32 products in another summation order (K=256).
