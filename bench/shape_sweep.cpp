@@ -36,57 +36,13 @@
 #include "models/bert.h"
 #include "models/llama.h"
 #include "models/mlp.h"
+#include "fresh_cache_folder.h"
 #include "zenith/compile.h"
 
 namespace {
 
-// --- The cache folder ---------------------------------------------------------------------------
-
-std::string make_fresh_folder() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/zenith-bench-sweep-XXXXXX";
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  if (mkdtemp(buffer.data()) == nullptr) {
-    std::fprintf(stderr, "bench_shape_sweep: cannot create a folder from %s: %s\n", pattern.c_str(), std::strerror(errno));
-    std::exit(1);
-  }
-  return buffer.data();
-}
-
-std::vector<std::string> folder_entries(const std::string& folder) {
-  std::vector<std::string> names;
-  if (DIR* dir = opendir(folder.c_str())) {
-    while (const dirent* entry = readdir(dir)) {
-      std::string name = entry->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(dir);
-  }
-  return names;
-}
-
-// Kernel files, not a writer's temporary (".zkc.tmp.<pid>.<n>").
-std::int64_t kernel_files(const std::string& folder) {
-  std::int64_t count = 0;
-  for (const auto& name : folder_entries(folder)) {
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".zkc") == 0) ++count;
-  }
-  return count;
-}
-
-// A fresh folder, removed with its files when the run ends, also by an exception. POSIX calls
-// rather than std::filesystem::remove_all, which libtorch.so exports broken.
-struct FreshFolder {
-  const std::string path = make_fresh_folder();
-  FreshFolder() = default;
-  FreshFolder(const FreshFolder&) = delete;
-  FreshFolder& operator=(const FreshFolder&) = delete;
-  ~FreshFolder() {
-    for (const auto& name : folder_entries(path)) unlink((path + "/" + name).c_str());
-    rmdir(path.c_str());
-  }
-};
+using zenith::bench::FreshFolder;
+using zenith::bench::kernel_files;
 
 // --- Measuring ----------------------------------------------------------------------------------
 
@@ -179,7 +135,7 @@ int run(int argc, char** argv) {
   const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atoi(argv[2])) : 7;
   // The plugin reads ZENITH_CACHE_DIR once, when the first compile loads it: a folder of this run's
   // own, so that the first length starts cold and new files are this run's compiles.
-  const FreshFolder fresh;
+  const FreshFolder fresh("zenith-bench-sweep");
   const std::string& folder = fresh.path;
   setenv("ZENITH_CACHE_DIR", folder.c_str(), 1);
   torch::NoGradGuard no_grad;

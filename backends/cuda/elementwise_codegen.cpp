@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "backends/cuda/expression_rules.h"
+#include "backends/cuda/operand_checks.h"
 
 namespace zenith::cuda {
 namespace {
@@ -19,23 +20,9 @@ struct Operand {
   std::uint32_t broadcast_mask;  // dimensions (of the iteration space) where the operand has size 1
 };
 
-bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64_t>& shape) {
-  if (type.sizes != shape) return false;
-  std::int64_t expected = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] != 1 && type.strides[d] != expected) return false;
-    expected *= shape[d];
-  }
-  return true;
-}
-
 Operand classify(const ir::Graph& group, int id, const std::vector<std::int64_t>& shape) {
+  check_operand(group, id);
   const auto& type = group.value(id).type;
-  if (storage_type(type.dtype) == nullptr) {
-    throw Unsupported{fmt::format("value %{} is {}; generated kernels take float32, float16 and bfloat16", id,
-                                  ir::dtype_name(type.dtype))};
-  }
-  if (!type.device.is_cuda()) throw Unsupported{fmt::format("value %{} is on {}, not CUDA", id, type.device.str())};
   if (type.rank() > static_cast<std::int64_t>(shape.size())) {
     throw Unsupported{fmt::format("value %{} has more dimensions than the outputs", id)};
   }
@@ -58,19 +45,6 @@ const char* class_name(OperandClass cls) {
     case OperandClass::Strided: return "strided";
   }
   return "?";
-}
-
-bool needs_64bit(const ir::Graph& group, const std::vector<Operand>& operands, const std::vector<std::int64_t>& shape) {
-  std::int64_t numel = 1;
-  for (auto s : shape) numel *= s;
-  if (numel > std::numeric_limits<std::int32_t>::max()) return true;
-  // Offsets are in elements: the largest one an operand reaches must fit too.
-  for (const auto& op : operands) {
-    const auto& type = group.value(op.id).type;
-    auto span = type.storage_bytes() / static_cast<std::int64_t>(c10::elementSize(type.dtype));
-    if (span > std::numeric_limits<std::int32_t>::max()) return true;
-  }
-  return false;
 }
 
 class Generator {
@@ -100,7 +74,7 @@ class Generator {
     name_values();
     build_expressions();
     kernel_.rank = static_cast<int>(shape_.size());
-    kernel_.index64 = needs_64bit(group_, operands_, shape_);
+    kernel_.index64 = needs_64bit_offsets(group_, operand_ids(), shape_);
     decide_vector_path();
     for (const auto& op : operands_) {
       kernel_.operands.push_back(op.id);
@@ -113,11 +87,14 @@ class Generator {
   }
 
  private:
+  std::vector<int> operand_ids() const {
+    std::vector<int> ids;
+    for (const auto& op : operands_) ids.push_back(op.id);
+    return ids;
+  }
+
   void check_group() const {
-    if (group_.nodes.empty() || group_.outputs.empty()) throw Unsupported{"the group is empty"};
-    for (int alias : group_.output_aliases) {
-      if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
-    }
+    check_group_shape(group_);
     for (const auto& node : group_.nodes) {
       if (!has_expression_rule(node.qualified_name())) {
         throw Unsupported{fmt::format("{} is not an elementwise op the code generator knows", node.qualified_name())};

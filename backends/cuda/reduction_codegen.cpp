@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "backends/cuda/expression_rules.h"
+#include "backends/cuda/operand_checks.h"
 #include "core/op_registry.h"
 #include "core/row_reduction.h"
 
@@ -105,16 +106,6 @@ const char* combine_functor(Combine combine) {
   return "";
 }
 
-bool is_contiguous(const ir::TensorType& type, const std::vector<std::int64_t>& shape) {
-  if (type.sizes != shape) return false;
-  std::int64_t expected = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] != 1 && type.strides[d] != expected) return false;
-    expected *= shape[d];
-  }
-  return true;
-}
-
 class Generator {
  public:
   explicit Generator(const ir::Graph& group) : group_(group) {}
@@ -127,11 +118,11 @@ class Generator {
     for (int id : group_.outputs) add_output(id);
     kernel_.rank = static_cast<int>(shape_.size());
     kernel_.inner_rank = inner_;
-    kernel_.index64 = needs_64bit();
     for (const auto& op : operands_) {
       kernel_.operands.push_back(op.id);
       kernel_.dim_offset.push_back(op.dim_offset);
     }
+    kernel_.index64 = needs_64bit_offsets(group_, kernel_.operands, shape_);
     kernel_.key = key();
     kernel_.name = fmt::format("zenith_row_{:016x}", key_hash(kernel_.key));
     kernel_.source = source();
@@ -140,10 +131,7 @@ class Generator {
 
  private:
   void check_nodes() const {
-    if (group_.nodes.empty() || group_.outputs.empty()) throw Unsupported{"the group is empty"};
-    for (int alias : group_.output_aliases) {
-      if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
-    }
+    check_group_shape(group_);
     for (const auto& node : group_.nodes) {
       if (ir::op_info(node.op).category == ir::OpCategory::Reduction) {
         if (!ir::row_reduction(group_, node)) {
@@ -176,19 +164,15 @@ class Generator {
   const ir::TensorType& type_of(int id) const { return group_.value(id).type; }
 
   Operand classify(int id, Domain domain) const {
+    check_operand(group_, id);
     const auto& type = type_of(id);
-    if (storage_type(type.dtype) == nullptr) {
-      throw Unsupported{fmt::format("value %{} is {}; generated kernels take float32, float16, bfloat16 and bool", id,
-                                    ir::dtype_name(type.dtype))};
-    }
-    if (!type.device.is_cuda()) throw Unsupported{fmt::format("value %{} is on {}, not CUDA", id, type.device.str())};
     Operand op{id, type.dtype, domain, false, 0, 0};
     const int rank = static_cast<int>(shape_.size());
     const int own = static_cast<int>(type.rank());
     if (domain == Domain::Full) {
       if (own > rank) throw Unsupported{fmt::format("value %{} has more dimensions than the rows' space", id)};
       op.dim_offset = rank - own;
-      op.contiguous = is_contiguous(type, shape_);
+      op.contiguous = is_contiguous_over(type, shape_);
     }
     for (int d = 0; d < rank; ++d) {
       int mine = d - op.dim_offset;
@@ -362,18 +346,6 @@ class Generator {
     if (value.domain == Domain::Scalar) throw Unsupported{fmt::format("output %{} is a one-element input", id)};
     operands_.push_back(classify(id, value.domain));
     outputs_.push_back(value);
-  }
-
-  bool needs_64bit() const {
-    std::int64_t numel = 1;
-    for (auto s : shape_) numel *= s;
-    if (numel > std::numeric_limits<std::int32_t>::max()) return true;
-    for (const auto& op : operands_) {
-      const auto& type = type_of(op.id);
-      auto span = type.storage_bytes() / static_cast<std::int64_t>(c10::elementSize(type.dtype));
-      if (span > std::numeric_limits<std::int32_t>::max()) return true;
-    }
-    return false;
   }
 
   std::string key() const {

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "backends/cuda/cublaslt_matmul.h"
+#include "cuda/codegen_test_support.h"
 #include "unit/graph_builders.h"
 
 namespace zenith::cuda {
@@ -16,12 +17,7 @@ using testing::real;
 using testing::scalar;
 using testing::value;
 
-// The builder runs ops on CPU tensors to learn their types; a CUDA group differs only in device.
-ir::Graph on_cuda(ir::Graph graph) {
-  for (auto& v : graph.values)
-    if (v) v->type.device = c10::Device(c10::kCUDA, 0);
-  return graph;
-}
+using codegen_test::on_cuda;
 
 // Gives value `id` other strides, as a view (transpose, slice) run on the host before the group would.
 void restride(ir::Graph& graph, int id, std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides) {

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "cuda/codegen_test_support.h"
 #include "unit/graph_builders.h"
 
 namespace zenith::cuda {
@@ -16,12 +17,7 @@ using testing::real;
 using testing::scalar;
 using testing::value;
 
-// The builder runs ops on CPU tensors to learn their types; a CUDA group differs only in device.
-ir::Graph on_cuda(ir::Graph graph) {
-  for (auto& v : graph.values)
-    if (v) v->type.device = c10::Device(c10::kCUDA, 0);
-  return graph;
-}
+using codegen_test::on_cuda;
 
 ir::Graph chain(std::vector<std::int64_t> sizes, c10::ScalarType dtype, std::vector<std::int64_t> bias_sizes) {
   GraphBuilder b;
@@ -58,19 +54,7 @@ ElementwiseKernel generate_or_fail(const ir::Graph& graph) {
   return std::get<ElementwiseKernel>(generated);
 }
 
-void expect_compiles(const ElementwiseKernel& kernel) {
-  CompileRequest request;
-  request.source = kernel.source;
-  request.kernel_name = kernel.name;
-  request.target = CompileTarget{90, true};
-  request.source_file_name = kernel.name + ".cu";
-  try {
-    auto binary = compile(request);
-    EXPECT_FALSE(binary.binary.empty());
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << error.what() << "\n" << kernel.source;
-  }
-}
+void expect_compiles(const ElementwiseKernel& kernel) { codegen_test::expect_compiles(kernel.source, kernel.name); }
 
 TEST(ElementwiseCodegen, EveryDtypeAndLayoutCompiles) {
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
@@ -178,14 +162,7 @@ TEST(ElementwiseCodegen, UnsupportedGroupsSayWhy) {
 TEST(ElementwiseCodegen, ArgumentsFollowTheDocumentedLayout) {
   auto kernel = generate_or_fail(chain({4, 6}, at::kFloat, {6}));
   auto x = at::randn({4, 6}), bias = at::randn({6}), out = at::empty({4, 6});
-  auto view = [](const at::Tensor& t) {
-    DLTensor d{};
-    d.data = t.data_ptr();
-    d.ndim = static_cast<int>(t.dim());
-    d.shape = const_cast<std::int64_t*>(t.sizes().data());
-    d.strides = const_cast<std::int64_t*>(t.strides().data());
-    return d;
-  };
+  using codegen_test::view;
   DLTensor vx = view(x), vb = view(bias), vo = view(out);
   auto words = pack_arguments(kernel, {&vx, &vb, &vo});
   ASSERT_EQ(words.size(), 2u + 2u + 3u * (1u + 2u));

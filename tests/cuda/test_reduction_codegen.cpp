@@ -8,6 +8,7 @@
 
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "cuda/codegen_test_support.h"
 #include "unit/graph_builders.h"
 
 namespace zenith::cuda {
@@ -22,11 +23,7 @@ using testing::value;
 
 ir::Argument flag(const std::string& name, bool v) { return {name, v}; }
 
-ir::Graph on_cuda(ir::Graph graph) {
-  for (auto& v : graph.values)
-    if (v) v->type.device = c10::Device(c10::kCUDA, 0);
-  return graph;
-}
+using codegen_test::on_cuda;
 
 ReductionKernel generate_or_fail(const ir::Graph& graph) {
   auto generated = generate_kernel(on_cuda(graph));
@@ -48,19 +45,7 @@ std::string refusal(const ir::Graph& graph) {
   return why ? *why : "(generated)";
 }
 
-void expect_compiles(const ReductionKernel& kernel) {
-  if (kernel.source.empty()) return;  // generation already failed
-  CompileRequest request;
-  request.source = kernel.source;
-  request.kernel_name = kernel.name;
-  request.target = CompileTarget{90, true};
-  request.source_file_name = kernel.name + ".cu";
-  try {
-    EXPECT_FALSE(compile(request).binary.empty());
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << error.what() << "\n" << kernel.source;
-  }
-}
+void expect_compiles(const ReductionKernel& kernel) { codegen_test::expect_compiles(kernel.source, kernel.name); }
 
 // y = layer_norm(x + residual) over the last dimension, with weight and bias.
 ir::Graph layer_norm(std::vector<std::int64_t> sizes, c10::ScalarType dtype) {
@@ -189,14 +174,7 @@ TEST(ReductionCodegen, UnsupportedGroupsSayWhy) {
   EXPECT_NE(reason.find("not CUDA"), std::string::npos) << reason;
 }
 
-DLTensor view(const at::Tensor& t) {
-  DLTensor d{};
-  d.data = t.data_ptr();
-  d.ndim = static_cast<int>(t.dim());
-  d.shape = const_cast<std::int64_t*>(t.sizes().data());
-  d.strides = const_cast<std::int64_t*>(t.strides().data());
-  return d;
-}
+using codegen_test::view;
 
 TEST(ReductionCodegen, ArgumentsFollowTheDocumentedLayout) {
   GraphBuilder b;

@@ -1,0 +1,51 @@
+#include "backends/cuda/operand_checks.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/expression_rules.h"
+
+namespace zenith::cuda {
+
+void check_group_shape(const ir::Graph& group) {
+  if (group.nodes.empty() || group.outputs.empty()) throw Unsupported{"the group is empty"};
+  for (int alias : group.output_aliases) {
+    if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
+  }
+}
+
+void check_operand(const ir::Graph& group, int id) {
+  const auto& type = group.value(id).type;
+  if (storage_type(type.dtype) == nullptr) {
+    throw Unsupported{fmt::format("value %{} is {}; generated kernels take float32, float16, bfloat16 and bool", id,
+                                  ir::dtype_name(type.dtype))};
+  }
+  if (!type.device.is_cuda()) throw Unsupported{fmt::format("value %{} is on {}, not CUDA", id, type.device.str())};
+}
+
+bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64_t>& shape) {
+  if (type.sizes != shape) return false;
+  std::int64_t expected = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && type.strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
+                         const std::vector<std::int64_t>& shape) {
+  constexpr auto kLimit = std::numeric_limits<std::int32_t>::max();
+  std::int64_t numel = 1;
+  for (auto s : shape) numel *= s;
+  if (numel > kLimit) return true;
+  // Offsets are in elements: the largest one an operand reaches must fit too.
+  for (int id : operand_ids) {
+    const auto& type = group.value(id).type;
+    if (type.storage_bytes() / static_cast<std::int64_t>(c10::elementSize(type.dtype)) > kLimit) return true;
+  }
+  return false;
+}
+
+}  // namespace zenith::cuda

@@ -1,0 +1,25 @@
+// What both code generators ask of a group and of each tensor a kernel reads or writes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace zenith::cuda {
+
+/// Throws Unsupported unless the group has nodes and outputs and writes no input in place.
+void check_group_shape(const ir::Graph& group);
+
+/// Throws Unsupported unless value `id` is on a CUDA device in a dtype kernels can load and store.
+void check_operand(const ir::Graph& group, int id);
+
+/// Whether `type` has exactly `shape` and is row-major contiguous (size-1 dimensions aside).
+bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64_t>& shape);
+
+/// Whether offsets need 64 bits: the iteration space or some operand's memory span (in elements)
+/// passes 2^31 - 1.
+bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
+                         const std::vector<std::int64_t>& shape);
+
+}  // namespace zenith::cuda

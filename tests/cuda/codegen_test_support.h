@@ -1,0 +1,52 @@
+// Shared by the code-generator tests, which run without a GPU: CUDA-typed graphs built on the CPU,
+// and NVRTC compiles of generated kernels for sm_90.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <dlpack/dlpack.h>
+
+#include "backends/cuda/nvrtc_compiler.h"
+#include "core/graph.h"
+
+namespace zenith::cuda::codegen_test {
+
+/// The graph with every value on cuda:0. Graph builders learn types by running ops on CPU tensors;
+/// a CUDA group differs only in device.
+inline ir::Graph on_cuda(ir::Graph graph) {
+  for (auto& v : graph.values)
+    if (v) v->type.device = c10::Device(c10::kCUDA, 0);
+  return graph;
+}
+
+/// A DLTensor over a CPU tensor's data, shape and strides (the tensor must outlive it), for
+/// checking how launch arguments are packed.
+inline DLTensor view(const at::Tensor& t) {
+  DLTensor d{};
+  d.data = t.data_ptr();
+  d.ndim = static_cast<int>(t.dim());
+  d.shape = const_cast<std::int64_t*>(t.sizes().data());
+  d.strides = const_cast<std::int64_t*>(t.strides().data());
+  return d;
+}
+
+/// Compiles `source` for sm_90 with the plugin's own options; a test failure quoting the source
+/// and NVRTC's log when it does not compile.
+inline void expect_compiles(const std::string& source, const std::string& kernel_name) {
+  if (source.empty()) return;  // generation already failed, and said so
+  CompileRequest request;
+  request.source = source;
+  request.kernel_name = kernel_name;
+  request.target = CompileTarget{90, true};
+  request.source_file_name = kernel_name + ".cu";
+  try {
+    EXPECT_FALSE(compile(request).binary.empty());
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << error.what() << "\n" << source;
+  }
+}
+
+}  // namespace zenith::cuda::codegen_test
