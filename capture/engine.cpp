@@ -89,7 +89,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     if (entry) {
       ++stats_.hits;
     } else {
-      ++stats_.misses;
+      if (stats_.misses++ > 0) ++stats_.recaptures;
       auto compiled = compile_signature(args, state, signature);
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, compiled.entry));
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
@@ -109,6 +109,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   auto start = Clock::now();
   CompileReport report;
   report.signature = signature.to_string();
+  report.plan_cache = stats_;
+  report.plan_cache.size = cache_.size();
+  report.plan_cache.capacity = cache_.capacity();
   if (last_signature_) {
     log::info("{}: new signature, recapturing: {}", options_.name, signature.describe_change(*last_signature_));
   } else {

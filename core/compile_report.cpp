@@ -26,6 +26,9 @@ std::string CompileReport::to_string() const {
                       kernel_cache_hits, groups_without_compile);
   text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,
                       passes_ms, backend_ms, total_ms);
+  text += fmt::format("\n  plan cache: {} hits, {} misses ({} recaptures), {} evictions, {} of {} plans", plan_cache.hits,
+                      plan_cache.misses, plan_cache.recaptures, plan_cache.evictions, plan_cache.size,
+                      plan_cache.capacity);
   if (!dump_path.empty()) text += fmt::format("\n  dump: {}", dump_path);
   return text;
 }

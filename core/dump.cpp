@@ -38,6 +38,13 @@ json report_to_json(const CompileReport& report) {
               {"passes_ms", report.passes_ms},
               {"backend_ms", report.backend_ms},
               {"total_ms", report.total_ms},
+              {"plan_cache", json{{"hits", report.plan_cache.hits},
+                                  {"misses", report.plan_cache.misses},
+                                  {"recaptures", report.plan_cache.recaptures},
+                                  {"evictions", report.plan_cache.evictions},
+                                  {"eager_calls", report.plan_cache.eager_calls},
+                                  {"size", report.plan_cache.size},
+                                  {"capacity", report.plan_cache.capacity}}},
               {"eager_fallback", report.eager_fallback},
               {"fallback_reason", report.fallback_reason}};
 }
@@ -59,6 +66,14 @@ CompileReport report_from_json(const json& j) {
     report.kernels_compiled = j.value("kernels_compiled", 0);
     report.kernel_cache_hits = j.value("kernel_cache_hits", 0);
     report.groups_without_compile = j.value("groups_without_compile", 0);
+    const auto cache = j.value("plan_cache", json::object());
+    report.plan_cache.hits = cache.value("hits", 0);
+    report.plan_cache.misses = cache.value("misses", 0);
+    report.plan_cache.recaptures = cache.value("recaptures", 0);
+    report.plan_cache.evictions = cache.value("evictions", 0);
+    report.plan_cache.eager_calls = cache.value("eager_calls", 0);
+    report.plan_cache.size = cache.value("size", std::size_t{0});
+    report.plan_cache.capacity = cache.value("capacity", std::size_t{0});
     report.capture_ms = j.value("capture_ms", 0.0);
     report.passes_ms = j.value("passes_ms", 0.0);
     report.backend_ms = j.value("backend_ms", 0.0);

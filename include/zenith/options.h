@@ -54,6 +54,17 @@ struct PassReport {
   std::map<std::string, std::int64_t> counters;  ///< pass-specific counts (e.g. "folded")
 };
 
+/// Plan cache counters of one compiled module.
+struct CacheStats {
+  std::int64_t hits = 0;         ///< calls served by a cached plan
+  std::int64_t misses = 0;       ///< calls that captured a new signature
+  std::int64_t recaptures = 0;   ///< misses after the first capture (each logs, at info level, what changed)
+  std::int64_t evictions = 0;    ///< plans dropped to respect plan_cache_size
+  std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, gradients, fallback)
+  std::size_t size = 0;          ///< plans cached now
+  std::size_t capacity = 0;      ///< plan_cache_size
+};
+
 /// What happened when one signature was compiled.
 struct CompileReport {
   std::string signature;                     ///< the signature, readable
@@ -73,18 +84,10 @@ struct CompileReport {
   bool eager_fallback = false;               ///< the signature runs eagerly
   std::string fallback_reason;               ///< why, when it does
   std::string dump_path;                     ///< the JSON dump written, or empty
+  CacheStats plan_cache;                     ///< the module's plan cache counters when this signature was captured
   /// A multi-line human-readable summary.
   std::string to_string() const;
 };
 
-/// Plan cache counters of one compiled module.
-struct CacheStats {
-  std::int64_t hits = 0;         ///< calls served by a cached plan
-  std::int64_t misses = 0;       ///< calls that captured a new signature
-  std::int64_t evictions = 0;    ///< plans dropped to respect plan_cache_size
-  std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, gradients, fallback)
-  std::size_t size = 0;          ///< plans cached now
-  std::size_t capacity = 0;      ///< plan_cache_size
-};
 
 }  // namespace zenith

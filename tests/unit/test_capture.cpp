@@ -95,11 +95,19 @@ TEST(Capture, NewShapesRecaptureAndTheCacheIsBounded) {
   }
   auto stats = fast.stats();
   EXPECT_EQ(stats.misses, 4);  // rows=1 was evicted by rows=3
+  EXPECT_EQ(stats.recaptures, 3) << "one recapture per new signature after the first";
   EXPECT_EQ(stats.evictions, 2);
   EXPECT_EQ(stats.size, 2u);
   EXPECT_EQ(stats.capacity, 2u);
+  // The report of the last capture holds the counters as they were then, this capture counted.
+  auto report = fast.report();
+  EXPECT_EQ(report.plan_cache.misses, 4);
+  EXPECT_EQ(report.plan_cache.recaptures, 3);
+  EXPECT_NE(report.to_string().find("plan cache: 0 hits, 4 misses (3 recaptures)"), std::string::npos)
+      << report.to_string();
   fast(torch::randn({1, 6}));
   EXPECT_EQ(fast.stats().hits, 1);
+  EXPECT_EQ(fast.stats().recaptures, 3);
 }
 
 TEST(Capture, StridesAndEvalModeAreInTheSignature) {

@@ -86,6 +86,11 @@ TEST(DumpReplay, EachSignatureGetsItsOwnDump) {
   std::size_t files = 0;
   for (const auto& entry : fs::directory_iterator(options.dump_dir)) files += entry.path().extension() == ".json";
   EXPECT_EQ(files, 2u);
+  // The second dump carries the plan cache counters of its capture, and they read back.
+  auto dump = dump_from_json(read_json_file(fast.report().dump_path));
+  EXPECT_EQ(dump.report.plan_cache.misses, 2);
+  EXPECT_EQ(dump.report.plan_cache.recaptures, 1);
+  EXPECT_EQ(dump.report.plan_cache.hits, 0);
   remove_folder(options.dump_dir);
 }
 

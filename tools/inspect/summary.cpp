@@ -67,8 +67,12 @@ void write_passes(const CompileReport& report, std::ostream& out) {
 void write_times(const CompileReport& report, std::ostream& out) {
   out << fmt::format("compile times: capture {:.3f} ms, passes {:.3f} ms, backend {:.3f} ms, total {:.3f} ms\n",
                      report.capture_ms, report.passes_ms, report.backend_ms, report.total_ms);
-  out << fmt::format("kernels: {} groups, {} compiled, {} from a backend cache, {} host nodes\n", report.groups,
-                     report.kernels_compiled, report.kernel_cache_hits, report.host_nodes);
+  out << fmt::format("kernels: {} groups, {} compiled, {} from a backend cache, {} need no compile, {} host nodes\n",
+                     report.groups, report.kernels_compiled, report.kernel_cache_hits, report.groups_without_compile,
+                     report.host_nodes);
+  const auto& cache = report.plan_cache;
+  out << fmt::format("plan cache at capture: {} hits, {} misses ({} recaptures), {} evictions, {} of {} plans\n",
+                     cache.hits, cache.misses, cache.recaptures, cache.evictions, cache.size, cache.capacity);
   if (report.eager_fallback) out << fmt::format("eager fallback: {}\n", report.fallback_reason);
 }
 
