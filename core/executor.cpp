@@ -1,6 +1,7 @@
 #include "core/executor.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
 
@@ -18,6 +19,11 @@ void* current_stream(const c10::Device& device) {
 }
 
 void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
+  // The step's device is current while it runs, whatever the caller's is: plugins launch, and
+  // allocate workspace through the host, on the current device (a module on cuda:1 called while
+  // cuda:0 is current).
+  c10::OptionalDeviceGuard device_guard;
+  if (!step.device.is_cpu()) device_guard.reset_device(step.device);
   std::vector<DLTensor> inputs;
   inputs.reserve(step.inputs.size());
   for (int id : step.inputs) inputs.push_back(borrow_dlpack(values[id]));

@@ -1,5 +1,6 @@
 #include "passes/fusion.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -61,9 +62,17 @@ bool fits_row_space(const ir::Graph& graph, const ir::Node& node, const RowSpace
   const auto& out = graph.value(node.outputs.at(0)).type.sizes;
   const bool full = out == space->shape;
   if (!full && !is_per_row(out, *space)) return false;
+  const std::size_t outer = space->shape.size() - static_cast<std::size_t>(space->inner);
   for (int id : node.input_ids()) {
-    if (producer[id] >= 0 && group_of[producer[id]] == candidate) continue;
     const auto& type = graph.value(id).type;
+    if (producer[id] >= 0 && group_of[producer[id]] == candidate) {
+      // A per-row result without keepdim, read per element, would broadcast against the wrong
+      // dimensions; the row kernel refuses it, so it stays out.
+      bool flat_row = outer > 0 && type.sizes.size() == outer &&
+                      std::equal(type.sizes.begin(), type.sizes.end(), space->shape.begin());
+      if (full && flat_row) return false;
+      continue;
+    }
     if (type.numel() == 1) continue;
     if (!full || !broadcasts_to(type.sizes, space->shape)) return false;
   }

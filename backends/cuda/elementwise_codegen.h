@@ -47,8 +47,9 @@ struct ElementwiseKernel {
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),
-/// or returns why it cannot (an op it does not know, a non-floating dtype, outputs of different
-/// shapes, an in-place output, a device other than CUDA).
+/// or returns why it cannot (an op it does not know, a dtype other than float32, float16, bfloat16
+/// and bool, an output that does not broadcast to the largest one, an in-place output, tensors
+/// on more than one device or not on CUDA).
 std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Graph& group);
 
 /// The kernel's single argument, as 8-byte words: numel, flags (bit 0: every pointer is 16-byte

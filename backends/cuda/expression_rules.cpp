@@ -15,7 +15,12 @@ class NodeView {
       : group_(group), node_(node), names_(names) {}
 
   std::string value(const std::string& arg) const { return names_.at(ref(arg)); }
+  // The value as eager holds it: rounded to its own dtype. Expressions keep intermediates in float32,
+  // which is harmless for smooth ops but flips discontinuous ones (comparisons, floor) at their
+  // boundaries, so those read their operands this way.
+  std::string exact(const std::string& arg) const;
   c10::ScalarType dtype_of(const std::string& arg) const { return group_.value(ref(arg)).type.dtype; }
+  const ir::TensorType& type_of(const std::string& arg) const { return group_.value(ref(arg)).type; }
   c10::ScalarType result_dtype() const { return group_.value(node_.outputs.at(0)).type.dtype; }
   std::string scalar(const std::string& arg) const {
     const auto* a = node_.arg(arg);
@@ -85,11 +90,37 @@ std::string pow_scalar(const NodeView& n) {
   return fmt::format("powf({}, {})", a, e);
 }
 
+std::string NodeView::exact(const std::string& arg) const { return rounded(value(arg), dtype_of(arg)); }
+
+bool is_reduced_float(c10::ScalarType dtype) {
+  return dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16;
+}
+
+// The dtype ATen compares two tensors in: a 0-d tensor does not widen a floating tensor of another
+// rank; otherwise the wider floating type wins, and a bool operand takes the other's type.
+c10::ScalarType comparison_dtype(const ir::TensorType& a, const ir::TensorType& b) {
+  if (a.dtype == b.dtype) return a.dtype;
+  if (a.dtype == c10::ScalarType::Bool) return b.dtype;
+  if (b.dtype == c10::ScalarType::Bool) return a.dtype;
+  if (a.rank() == 0 && b.rank() > 0) return b.dtype;
+  if (b.rank() == 0 && a.rank() > 0) return a.dtype;
+  return c10::promoteTypes(a.dtype, b.dtype);
+}
+
 Rule comparison(const char* op) {
   return [op](const NodeView& n) {
-    // A constant is compared after conversion to the tensor's dtype, as ATen does.
-    auto other = n.is_tensor("other") ? n.value("other") : rounded(n.scalar("other"), n.dtype_of("self"));
-    return fmt::format("({} {} {} ? 1.f : 0.f)", n.value("self"), op, other);
+    auto self = n.exact("self");
+    std::string other;
+    if (n.is_tensor("other")) {
+      auto common = comparison_dtype(n.type_of("self"), n.type_of("other"));
+      self = rounded(self, common);
+      other = rounded(n.exact("other"), common);
+    } else {
+      // A constant meets a reduced-precision tensor converted to its dtype; a bool or float32
+      // tensor is compared in float32 (bool promotes to the constant's type), where it is exact.
+      other = is_reduced_float(n.dtype_of("self")) ? rounded(n.scalar("other"), n.dtype_of("self")) : n.scalar("other");
+    }
+    return fmt::format("({} {} {} ? 1.f : 0.f)", self, op, other);
   };
 }
 
@@ -125,9 +156,9 @@ const std::map<std::string, Rule>& rules() {
       {"aten::sin", [](const NodeView& n) { return fmt::format("sinf({})", n.value("self")); }},
       {"aten::cos", [](const NodeView& n) { return fmt::format("cosf({})", n.value("self")); }},
       {"aten::erf", [](const NodeView& n) { return fmt::format("erff({})", n.value("self")); }},
-      {"aten::floor", [](const NodeView& n) { return fmt::format("floorf({})", n.value("self")); }},
-      {"aten::ceil", [](const NodeView& n) { return fmt::format("ceilf({})", n.value("self")); }},
-      {"aten::round", [](const NodeView& n) { return fmt::format("rintf({})", n.value("self")); }},
+      {"aten::floor", [](const NodeView& n) { return fmt::format("floorf({})", n.exact("self")); }},
+      {"aten::ceil", [](const NodeView& n) { return fmt::format("ceilf({})", n.exact("self")); }},
+      {"aten::round", [](const NodeView& n) { return fmt::format("rintf({})", n.exact("self")); }},
       {"aten::tanh", [](const NodeView& n) { return fmt::format("tanhf({})", n.value("self")); }},
       {"aten::sigmoid", [](const NodeView& n) { return fmt::format("(1.f / (1.f + expf(-{})))", n.value("self")); }},
       {"aten::silu", [](const NodeView& n) { return fmt::format("({0} / (1.f + expf(-{0})))", n.value("self")); }},
@@ -154,9 +185,9 @@ const std::map<std::string, Rule>& rules() {
       {"aten::leaky_relu",
        [](const NodeView& n) { return fmt::format("({0} > 0.f ? {0} : {0} * {1})", n.value("self"), n.scalar("negative_slope")); }},
       {"aten::hardswish",
-       [](const NodeView& n) { return fmt::format("({0} * fminf(fmaxf({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
+       [](const NodeView& n) { return fmt::format("({0} * zn_min(zn_max({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
       {"aten::hardsigmoid",
-       [](const NodeView& n) { return fmt::format("(fminf(fmaxf({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
+       [](const NodeView& n) { return fmt::format("(zn_min(zn_max({0} + 3.f, 0.f), 6.f) / 6.f)", n.value("self")); }},
       {"aten::softplus",
        [](const NodeView& n) {
          return fmt::format("({0} * {1} > {2} ? {0} : log1pf(expf({0} * {1})) / {1})", n.value("self"), n.scalar("beta"),
@@ -204,8 +235,8 @@ const std::map<std::string, Rule>& rules() {
        }},
       {"aten::masked_fill.Tensor",
        [](const NodeView& n) { return fmt::format("({} != 0.f ? {} : {})", n.value("mask"), n.value("value"), n.value("self")); }},
-      {"aten::_to_copy", [](const NodeView& n) { return rounded(n.value("self"), n.result_dtype()); }},
-      {"aten::type_as", [](const NodeView& n) { return rounded(n.value("self"), n.result_dtype()); }},
+      {"aten::_to_copy", [](const NodeView& n) { return rounded(n.exact("self"), n.result_dtype()); }},
+      {"aten::type_as", [](const NodeView& n) { return rounded(n.exact("self"), n.result_dtype()); }},
       {"aten::clone", [](const NodeView& n) { return n.value("self"); }},
   };
   return table;
@@ -247,8 +278,11 @@ const char* storage_type(c10::ScalarType dtype) {
 }
 
 std::string float_literal(double v) {
-  if (!std::isfinite(v)) throw Unsupported{fmt::format("the constant {} is not finite", v)};
-  auto text = fmt::format("{:.9g}", static_cast<float>(v));
+  // Bit patterns: CUDA C++ has no literal for them (masked_fill(mask, -inf) before a softmax).
+  const auto f = static_cast<float>(v);
+  if (std::isnan(f)) return "__int_as_float(0x7fffffff)";
+  if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  auto text = fmt::format("{:.9g}", f);
   if (text.find_first_of(".e") == std::string::npos) text += ".0";  // "1f" is not a float literal
   return text + "f";
 }
@@ -262,7 +296,10 @@ std::string expression(const ir::Graph& group, const ir::Node& node, const std::
   if (it == rules().end()) {
     throw Unsupported{fmt::format("{} is not an elementwise op the code generator knows", node.qualified_name())};
   }
-  return it->second(NodeView(group, node, names));
+  auto text = it->second(NodeView(group, node, names));
+  // A bool result is 0 or 1 whatever the arithmetic gave (True + True is True).
+  const auto result = group.value(node.outputs.at(0)).type.dtype;
+  return result == c10::ScalarType::Bool ? rounded(text, result) : text;
 }
 
 std::uint64_t key_hash(const std::string& text) {

@@ -22,8 +22,8 @@ struct Unsupported {
 /// generated kernels cannot load or store it.
 const char* storage_type(c10::ScalarType dtype);
 
-/// A float literal that reads back to exactly the float rounding of `v`; throws Unsupported for a
-/// value that is not finite.
+/// A float expression that reads back to exactly the float rounding of `v`: a literal, or a bit
+/// pattern for infinities and NaN.
 std::string float_literal(double v);
 
 /// The device helpers (loads and stores converting to float32, NaN-propagating max/min, ...).

@@ -13,6 +13,14 @@ void check_group_shape(const ir::Graph& group) {
   for (int alias : group.output_aliases) {
     if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
   }
+  // One kernel runs on one device (a copy to another GPU, x.to("cuda:1"), is no kernel of ours).
+  const auto device = group.value(group.outputs.front()).type.device;
+  for (const auto& value : group.values) {
+    if (value && value->type.device != device) {
+      throw Unsupported{fmt::format("value %{} is on {}, the group's outputs on {}", value->id, value->type.device.str(),
+                                    device.str())};
+    }
+  }
 }
 
 void check_operand(const ir::Graph& group, int id) {
@@ -36,7 +44,9 @@ bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64
 
 bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
                          const std::vector<std::int64_t>& shape) {
-  constexpr auto kLimit = std::numeric_limits<std::int32_t>::max();
+  // Headroom below 2^31: grid-stride loops add a whole grid (or block) to a counter past the last
+  // element before they test it.
+  constexpr std::int64_t kLimit = std::numeric_limits<std::int32_t>::max() - (std::int64_t{1} << 24);
   std::int64_t numel = 1;
   for (auto s : shape) numel *= s;
   if (numel > kLimit) return true;

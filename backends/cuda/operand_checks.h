@@ -8,7 +8,8 @@
 
 namespace zenith::cuda {
 
-/// Throws Unsupported unless the group has nodes and outputs and writes no input in place.
+/// Throws Unsupported unless the group has nodes and outputs, writes no input in place and keeps
+/// every tensor on one device.
 void check_group_shape(const ir::Graph& group);
 
 /// Throws Unsupported unless value `id` is on a CUDA device in a dtype kernels can load and store.
@@ -18,7 +19,7 @@ void check_operand(const ir::Graph& group, int id);
 bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64_t>& shape);
 
 /// Whether offsets need 64 bits: the iteration space or some operand's memory span (in elements)
-/// passes 2^31 - 1.
+/// comes within 2^24 of 2^31 (grid-stride counters run past the last element before the test).
 bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
                          const std::vector<std::int64_t>& shape);
 

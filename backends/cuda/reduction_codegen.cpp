@@ -284,6 +284,7 @@ class Generator {
     Named variance = reduce(square, Combine::Sum, "{} / " + count);
     Named rstd = emit(Domain::Row, variance.level, fmt::format("rsqrtf({} + {})", variance.name, float_literal(*eps)));
     std::string y = fmt::format("{} * {}", centered.name, rstd.name);
+    int level = rstd.level;
     for (const char* affine : {"weight", "bias"}) {
       const auto* a = node.arg(affine);
       const auto* ref = a ? std::get_if<ir::ValueRef>(&a->value) : nullptr;
@@ -291,8 +292,9 @@ class Generator {
       const Named& param = named_.at(ref->id);
       if (param.domain == Domain::Row) throw Unsupported{"aten::layer_norm: a per-row weight or bias"};
       y = fmt::format(std::string(affine) == "weight" ? "({}) * {}" : "({}) + {}", y, param.name);
+      level = std::max(level, param.level);  // a weight computed after other reductions
     }
-    return emit(Domain::Full, rstd.level, y);
+    return emit(Domain::Full, level, y);
   }
 
   // A row value read per element must keep its reduced dimensions (keepdim), so that broadcasting

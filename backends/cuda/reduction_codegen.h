@@ -1,6 +1,7 @@
 // CUDA C++ for a group that reduces or normalizes over its inner dimensions (sum, mean, amax,
 // amin, var, std, softmax, log_softmax, layer_norm, and elementwise chains such as RMSNorm's
-// pow-mean-add-rsqrt-mul around them): one kernel, one block per row.
+// pow-mean-add-rsqrt-mul around them): one kernel; each block works on one row at a time and the
+// blocks stride over the rows.
 //
 // The group's values live in one of two domains. Full values have the row space's shape S (or
 // broadcast to it); row values hold one number per row (a reduction's result and elementwise ops

@@ -126,6 +126,22 @@ TEST(ElementwiseCodegen, KeysHoldTheShapeClassNotTheSizes) {
   EXPECT_FALSE(a.vectorized);
   EXPECT_FALSE(a.index64);
   EXPECT_TRUE(generate_or_fail(widened(chain({3, 4}, at::kFloat, {4}), 1 << 30)).index64);  // 3 * 2^30 elements
+  // Just below 2^31 a grid-stride counter would pass 2^31 - 1 before its test: 64-bit too.
+  EXPECT_TRUE(generate_or_fail(widened(chain({1, 4}, at::kFloat, {4}), (1LL << 31) - 1000)).index64);
+  EXPECT_FALSE(generate_or_fail(widened(chain({1, 4}, at::kFloat, {4}), 1LL << 30)).index64);
+}
+
+TEST(ElementwiseCodegen, BoolResultsStayZeroOrOne) {
+  GraphBuilder b;
+  int m1 = b.input({8}, at::kBool), m2 = b.input({8}, at::kBool);
+  int sum = b.op("aten::add", "Tensor", {value("self", m1), value("other", m2), scalar("alpha", 1)});
+  int f = b.op("aten::_to_copy", "", {value("self", sum), scalar("dtype", static_cast<std::int64_t>(at::kFloat)),
+                                     testing::none("layout"), testing::none("device"), testing::none("pin_memory"),
+                                     {"non_blocking", false}, testing::none("memory_format")});
+  auto kernel = generate_or_fail(on_cuda(b.finish({f})));
+  // True + True is True: the add's result is clamped to 0/1 before the cast reads it.
+  EXPECT_NE(kernel.source.find("const float t0 = ((a0 + a1) != 0.f ? 1.f : 0.f);"), std::string::npos) << kernel.source;
+  expect_compiles(kernel);
 }
 
 TEST(ElementwiseCodegen, OutputsOfASmallerShapeAreStoredOnce) {

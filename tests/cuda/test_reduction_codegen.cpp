@@ -4,6 +4,8 @@
 // say why. Numerics are checked against eager on the GPU (tests/gpu/test_jit_cuda.cpp).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <ATen/ATen.h>
 
 #include "backends/cuda/kernel_codegen.h"
@@ -132,6 +134,27 @@ TEST(ReductionCodegen, WholeTensorAndMultiDimensionRows) {
   EXPECT_EQ(kernel.inner_rank, 2);
 }
 
+TEST(ReductionCodegen, MaskedSoftmaxAndLateLayerNormWeightsCompile) {
+  // masked_fill(mask, -inf) before a softmax: the constant becomes a bit pattern, not a refusal.
+  GraphBuilder masked;
+  int s = masked.input({2, 8, 8}), m = masked.input({8, 8}, at::kBool);
+  int f = masked.op("aten::masked_fill", "Scalar", {value("self", s), value("mask", m),
+                                                    real("value", -std::numeric_limits<double>::infinity())});
+  int y = masked.op("aten::softmax", "int", {value("self", f), scalar("dim", -1), none("dtype")});
+  auto kernel = generate_or_fail(masked.finish({y}));
+  EXPECT_NE(kernel.source.find("__int_as_float(0xff800000)"), std::string::npos);
+  expect_compiles(kernel);
+
+  // A layer_norm weight that itself waits for a reduction is used only once it exists (one row).
+  GraphBuilder late;
+  int x = late.input({16}), v = late.input({16});
+  int peak = late.op("aten::amax", "", {value("self", v), ints("dim", {-1}), flag("keepdim", true)});
+  int w = late.op("aten::mul", "Tensor", {value("self", v), value("other", peak)});
+  int ln = late.op("aten::layer_norm", "", {value("input", x), ints("normalized_shape", {16}), value("weight", w),
+                                           none("bias"), real("eps", 1e-5), flag("cudnn_enable", true)});
+  expect_compiles(generate_or_fail(late.finish({ln})));
+}
+
 TEST(ReductionCodegen, KeysHoldTheShapeClassNotTheSizes) {
   auto a = generate_or_fail(layer_norm({2, 100, 64}, at::kFloat));
   auto b = generate_or_fail(layer_norm({2, 900, 64}, at::kFloat));  // another sequence length
@@ -165,6 +188,14 @@ TEST(ReductionCodegen, UnsupportedGroupsSayWhy) {
   int m = flat.op("aten::mean", "dim", {value("self", y), ints("dim", {-1}), flag("keepdim", false), none("dtype")});
   int bad = flat.op("aten::sub", "Tensor", {value("self", y), value("other", m), scalar("alpha", 1)});
   EXPECT_NE(refusal(flat.finish({bad})).find("without keepdim"), std::string::npos);
+
+  GraphBuilder devices;
+  int d0 = devices.input({4, 4});
+  int d1 = devices.op("aten::softmax", "int", {value("self", d0), scalar("dim", -1), none("dtype")});
+  auto split = on_cuda(devices.finish({d1}));
+  split.value(d0).type.device = c10::Device(c10::kCUDA, 1);
+  auto why = std::get<std::string>(generate_kernel(split));
+  EXPECT_NE(why.find("is on cuda:1"), std::string::npos) << why;
 
   GraphBuilder cpu;
   int z = cpu.input({4, 4});

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -112,6 +113,33 @@ TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
     auto fast = compile(fn, strict());
     fast(x);
     EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << name;
+    EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
+  }
+}
+
+TEST_F(JitCuda, DiscontinuousOpsSeeWhatEagerSees) {
+  torch::NoGradGuard no_grad;
+  // Comparisons and floor read float16 intermediates rounded as eager stores them, a bool sum stays
+  // a bool, a bool compared with 0.5 is compared in float, and NaN passes hard activations. A wrong
+  // choice flips a selection and moves the result by its own size.
+  auto x = torch::randn({4, 1000}, torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA)) * 3;
+  std::vector<std::pair<std::string, std::function<at::Tensor(at::Tensor)>>> ops = {
+      {"compare a half intermediate", [](at::Tensor t) { return torch::where((t * 0.1) > 0.1, t, -t); }},
+      {"floor a half intermediate", [](at::Tensor t) { return torch::floor(t * 0.7) + t; }},
+      {"bool sum", [](at::Tensor t) { return ((t > 0) + (t < 1)).to(t.scalar_type()) * t; }},
+      {"bool against scalars", [](at::Tensor t) {
+         auto b = t > 0;
+         return (b > 0.5).to(t.scalar_type()) + (b == 2).to(t.scalar_type()) * 4 + t;
+       }},
+      {"NaN through hard activations", [](at::Tensor t) {
+         auto n = t.masked_fill(t > 2, std::numeric_limits<double>::quiet_NaN());
+         return torch::nan_to_num(torch::hardsigmoid(n) + torch::hardswish(n), 123.0);
+       }},
+  };
+  for (const auto& [name, fn] : ops) {
+    auto fast = compile(fn, strict());
+    fast(x);
+    EXPECT_LE(relative_error(fast(x).to(at::kFloat), fn(x).to(at::kFloat)), 1e-2) << name;
     EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
   }
 }

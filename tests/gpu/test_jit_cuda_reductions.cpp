@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -93,6 +94,30 @@ TEST_F(JitCudaReductions, EveryReductionAgainstEagerAcrossDtypesLengthsAndLayout
         }
       }
     }
+  }
+}
+
+TEST_F(JitCudaReductions, MasksMultiDimensionRowsAndCorrections) {
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({4, 6, 10, 12}, torch::kCUDA).transpose(1, 2);  // strided rows of two dimensions
+  auto mask = torch::rand({12, 12}, torch::kCUDA) > 0.7;
+  std::vector<std::pair<std::string, std::function<at::Tensor(at::Tensor)>>> cases = {
+      {"masked_fill -inf then softmax", [mask](at::Tensor t) {
+         auto s = t.contiguous().view({-1, 12, 12}) * 0.5;
+         return torch::softmax(s.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
+       }},
+      {"mean over two inner dims", [](at::Tensor t) { return t - t.mean({-2, -1}, true); }},
+      {"amax over two inner dims", [](at::Tensor t) { return torch::amax(t * 2, {-2, -1}); }},
+      {"layer_norm over two dims, no affine", [](at::Tensor t) { return torch::layer_norm(t + 1, {6, 12}); }},
+      {"var with a fractional correction", [](at::Tensor t) {
+         return torch::var(t, at::IntArrayRef{-1}, /*correction=*/c10::Scalar(0.5), /*keepdim=*/true) * t;
+       }},
+  };
+  for (const auto& [name, fn] : cases) {
+    auto fast = compile(fn, strict());
+    fast(x);
+    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << name;
+    EXPECT_EQ(fast.report().nodes_per_backend.count("torch_gpu"), 0u) << name << "\n" << fast.report().to_string();
   }
 }
 

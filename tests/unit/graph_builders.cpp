@@ -7,8 +7,9 @@
 namespace zenith::testing {
 
 int GraphBuilder::input(std::vector<std::int64_t> sizes, c10::ScalarType dtype) {
-  auto example = at::isFloatingType(dtype) ? at::randn(sizes, at::TensorOptions().dtype(dtype))
-                                           : at::randint(0, 4, sizes, at::TensorOptions().dtype(dtype));
+  auto example = at::isFloatingType(dtype)      ? at::randn(sizes, at::TensorOptions().dtype(dtype))
+                 : dtype == c10::ScalarType::Bool ? at::randn(sizes) > 0
+                                                  : at::randint(0, 4, sizes, at::TensorOptions().dtype(dtype));
   int id = graph_.add_value(type_of(example), ir::ValueRole::Input, "x" + std::to_string(graph_.inputs.size()));
   graph_.inputs.push_back(id);
   examples_.resize(graph_.values.size());

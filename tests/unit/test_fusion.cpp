@@ -139,6 +139,17 @@ TEST(Fusion, MatrixProductsTakeTheirEpilogueOnly) {
   EXPECT_EQ(groups[9], -1) << "a returned product keeps its relu apart";
 }
 
+TEST(Fusion, APerRowResultWithoutKeepdimStaysOutOfTheElementwiseEpilogue) {
+  GraphBuilder b;
+  int x = b.input({1, 16});
+  int peak = b.op("aten::amax", "", {value("self", x), testing::ints("dim", {-1}), {"keepdim", false}});
+  int d = b.op("aten::sub", "Tensor", {value("self", x), value("other", peak), scalar("alpha", 1)});
+  auto g = b.finish({d});
+  PassReport report;
+  ElementwiseFusion().run(g, report);
+  EXPECT_EQ(groups_of(g), (std::vector<int>{-1, -1})) << "[1] broadcasts against [1, 16] by its last dimension";
+}
+
 TEST(Fusion, GroupSizeIsBounded) {
   GraphBuilder b;
   int v = b.input({16});
