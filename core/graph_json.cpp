@@ -1,6 +1,8 @@
 #include "core/graph_json.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -35,15 +37,28 @@ json constant_data(const at::Tensor& tensor, std::size_t limit) {
   return json(std::vector<std::uint8_t>(data, data + bytes));
 }
 
+// JSON has no number for infinities and NaN (nlohmann writes them as null, which reads back as
+// no number at all): those are the strings "inf", "-inf" and "nan" (masked_fill(mask, -inf)).
+json double_to_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+
 struct ArgWriter {
   json& out;
   void operator()(const NoneArg&) const { out["none"] = true; }
   void operator()(bool v) const { out["bool"] = v; }
   void operator()(std::int64_t v) const { out["int"] = v; }
-  void operator()(double v) const { out["double"] = v; }
+  void operator()(double v) const { out["double"] = double_to_json(v); }
   void operator()(const std::string& v) const { out["string"] = v; }
   void operator()(const std::vector<std::int64_t>& v) const { out["ints"] = v; }
-  void operator()(const std::vector<double>& v) const { out["doubles"] = v; }
+  void operator()(const std::vector<double>& v) const {
+    json list = json::array();
+    for (double d : v) list.push_back(double_to_json(d));
+    out["doubles"] = list;
+  }
   void operator()(const std::vector<bool>& v) const { out["bools"] = v; }
   void operator()(const c10::Device& v) const { out["device"] = v.str(); }
   void operator()(const ValueRef& v) const { out["value"] = v.id; }
@@ -84,6 +99,17 @@ T get(const json& object, const std::string& key, const std::string& path) {
   }
 }
 
+double double_from_json(const json& j, const std::string& path) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto& text = j.get_ref<const std::string&>();
+    if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "inf") return std::numeric_limits<double>::infinity();
+    if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  fail(path, fmt::format("expected a number or \"inf\", \"-inf\", \"nan\", got {}", j.dump()));
+}
+
 ArgValue read_arg_value(const json& arg, const std::string& path) {
   if (arg.contains("value")) return ValueRef{get<int>(arg, "value", path)};
   if (arg.contains("values")) {
@@ -100,10 +126,16 @@ ArgValue read_arg_value(const json& arg, const std::string& path) {
   if (arg.contains("none")) return NoneArg{};
   if (arg.contains("bool")) return get<bool>(arg, "bool", path);
   if (arg.contains("int")) return get<std::int64_t>(arg, "int", path);
-  if (arg.contains("double")) return get<double>(arg, "double", path);
+  if (arg.contains("double")) return double_from_json(field(arg, "double", path), path + "/double");
   if (arg.contains("string")) return get<std::string>(arg, "string", path);
   if (arg.contains("ints")) return get<std::vector<std::int64_t>>(arg, "ints", path);
-  if (arg.contains("doubles")) return get<std::vector<double>>(arg, "doubles", path);
+  if (arg.contains("doubles")) {
+    const auto& list = field(arg, "doubles", path);
+    if (!list.is_array()) fail(path + "/doubles", "expected an array");
+    std::vector<double> values;
+    for (std::size_t i = 0; i < list.size(); ++i) values.push_back(double_from_json(list[i], fmt::format("{}/doubles/{}", path, i)));
+    return values;
+  }
   if (arg.contains("bools")) return get<std::vector<bool>>(arg, "bools", path);
   if (arg.contains("device")) {
     auto text = get<std::string>(arg, "device", path);

@@ -3,6 +3,8 @@
 // no backend claims them.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <torch/torch.h>
 
 #include "graph_builders.h"
@@ -233,6 +235,22 @@ TEST(FusionEndToEnd, AGroupNoBackendClaimsIsSplitBack) {
   EXPECT_EQ(report.groups, 2);
 }
 #endif
+
+TEST(FusionEndToEnd, AMaskedSoftmaxCompilesAndMatchesEager) {
+  torch::NoGradGuard no_grad;
+  // masked_fill(mask, -inf) then softmax, the usual attention mask: -inf crosses the group JSON.
+  auto fn = [](at::Tensor scores, at::Tensor mask) {
+    return torch::softmax(scores.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
+  };
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  auto fast = compile(fn, options);
+  auto scores = torch::randn({3, 8, 8});
+  auto mask = torch::triu(torch::ones({8, 8}, torch::kBool), 1);
+  fast(scores, mask);
+  EXPECT_TRUE(torch::allclose(fast(scores, mask), fn(scores, mask), 1e-6, 1e-6));
+  EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
+}
 
 TEST(FusionEndToEnd, StepsRunInDependencyOrderAroundAGroup) {
   torch::NoGradGuard no_grad;

@@ -1,6 +1,9 @@
 // JSON: round trips of hand-built and captured graphs, and clear errors for bad JSON.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <ATen/ATen.h>
 
 #include "core/graph_json.h"
@@ -64,6 +67,23 @@ TEST(GraphJson, IntegersAndDoublesStayApart) {
   EXPECT_TRUE(std::holds_alternative<double>(back.nodes[0].args[1].value));
   EXPECT_TRUE(std::holds_alternative<std::int64_t>(back.nodes[0].args[2].value));
   EXPECT_EQ(back.value(a).type.dtype, at::kFloat);  // long + 1.0 promotes
+}
+
+TEST(GraphJson, InfinitiesAndNaNSurviveTheRoundTrip) {
+  GraphBuilder b;
+  int x = b.input({4, 4});
+  int m = b.input({4, 4}, at::kBool);
+  const double inf = std::numeric_limits<double>::infinity();
+  int f = b.op("aten::masked_fill", "Scalar", {value("self", x), value("mask", m), real("value", -inf)});
+  int c = b.op("aten::clamp", "", {value("self", f), real("min", std::numeric_limits<double>::quiet_NaN()),
+                                    real("max", inf)});
+  auto g = b.finish({c});
+  auto text = to_json(g, GraphKind::Graph).dump();
+  EXPECT_NE(text.find("\"double\":\"-inf\""), std::string::npos) << text;
+  auto back = from_json(parse_json(text, "test"));
+  EXPECT_EQ(std::get<double>(back.nodes[0].args[2].value), -inf);
+  EXPECT_TRUE(std::isnan(std::get<double>(back.nodes[1].args[1].value)));
+  EXPECT_EQ(std::get<double>(back.nodes[1].args[2].value), inf);
 }
 
 TEST(GraphJson, LargeConstantsAreElidedAndSaySo) {
