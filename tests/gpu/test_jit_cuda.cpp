@@ -1,5 +1,7 @@
-// The JIT CUDA backend on the GPU: fused elementwise groups against eager in float32, float16 and
-// bfloat16, across sizes and layouts, and the kernel cache across sizes. Labelled `gpu`.
+// The JIT CUDA backend on the GPU: every fusible elementwise op against eager in float32, float16
+// and bfloat16 at sizes 1 to 2^20 on contiguous, transposed, sliced and misaligned inputs, fused
+// chains with broadcast operands, matrix products with their cuBLASLt epilogue, and the kernel
+// cache across sizes. Labelled `gpu`.
 //
 // Tolerances: float32 kernels evaluate in float32 like eager, so they agree to 1e-5 relative to
 // the largest value. float16 and bfloat16 kernels keep intermediates in float32 and round once at
@@ -79,9 +81,16 @@ TEST_F(JitCuda, LayoutsBroadcastsAndMisalignment) {
   }
 }
 
-TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
+// x [3, n] laid out as asked: contiguous, transposed, sliced, or misaligned by one element.
+at::Tensor laid_out(const std::string& layout, std::int64_t n, const torch::TensorOptions& options) {
+  if (layout == "transposed") return torch::randn({n, 3}, options).t();
+  if (layout == "sliced") return torch::randn({3, n + 5}, options).narrow(1, 2, n);
+  if (layout == "misaligned") return torch::randn({3 * n + 1}, options).narrow(0, 1, 3 * n).view({3, n});
+  return torch::randn({3, n}, options);
+}
+
+TEST_F(JitCuda, EveryFusibleOpAcrossDtypesSizesAndLayouts) {
   torch::NoGradGuard no_grad;
-  auto x = torch::randn({3, 1000}, torch::kCUDA) * 3;
   std::vector<std::pair<std::string, std::function<at::Tensor(at::Tensor)>>> ops = {
       {"relu", [](at::Tensor t) { return torch::relu(t) * 2; }},
       {"gelu tanh", [](at::Tensor t) { return torch::gelu(t, "tanh") * 2; }},
@@ -109,11 +118,20 @@ TEST_F(JitCuda, EveryUnaryOpAgainstEager) {
        }},
       {"masked_fill", [](at::Tensor t) { return t.masked_fill(t < -1, -1e4) * 0.5; }},
   };
-  for (const auto& [name, fn] : ops) {
-    auto fast = compile(fn, strict());
-    fast(x);
-    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << name;
-    EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    for (const auto& [name, fn] : ops) {
+      auto fast = compile(fn, strict());  // one module; every size and layout is a signature of its own
+      for (std::int64_t n : {1LL, 7LL, 128LL, 4097LL, 1LL << 20}) {
+        for (const char* layout : {"contiguous", "transposed", "sliced", "misaligned"}) {
+          auto x = laid_out(layout, n, options) * 1.5;  // exp stays inside float16
+          fast(x);
+          EXPECT_LE(relative_error(fast(x).to(at::kFloat), fn(x).to(at::kFloat)), tolerance(dtype))
+              << name << " " << c10::toString(dtype) << " n=" << n << " " << layout;
+          EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
+        }
+      }
+    }
   }
 }
 
