@@ -71,19 +71,18 @@ void check(cudaError_t status, const char* what) {
 
 using Planned = std::variant<GeneratedKernel, MatmulProgram>;
 
+template <typename Result>
+std::variant<Planned, std::string> take(std::variant<Result, std::string> generated) {
+  if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
+  return Planned{std::get<Result>(std::move(generated))};
+}
+
 // Groups holding a matrix product go to cuBLASLt, the others to the code generators.
 std::variant<Planned, std::string> plan(const char* json, size_t size) {
   auto group = zenith::ir::from_json(zenith::ir::parse_json(std::string(json, size), "group from the host"));
   const bool product = std::any_of(group.nodes.begin(), group.nodes.end(), [](const zenith::ir::Node& node) {
     return zenith::ir::op_info(node.op).category == zenith::ir::OpCategory::MatrixProduct;
   });
-  auto take = [](auto generated) -> std::variant<Planned, std::string> {
-    if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
-    return std::visit([](auto& planned) -> std::variant<Planned, std::string> {
-      if constexpr (std::is_same_v<std::decay_t<decltype(planned)>, std::string>) return planned;
-      else return Planned{std::move(planned)};
-    }, generated);
-  };
   if (product) return take(zenith::cuda::plan_matmul(group));
   return take(zenith::cuda::generate_kernel(group));
 }
