@@ -40,6 +40,7 @@
 #include "backends/cuda/nvrtc_compiler.h"
 #include "models/bert.h"
 #include "fresh_cache_folder.h"
+#include "report_errors.h"
 #include "zenith/compile.h"
 
 extern char** environ;
@@ -372,13 +373,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const c10::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what_without_backtrace());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return zenith::bench::run_reporting_errors(argc, argv, run); }

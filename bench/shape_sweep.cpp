@@ -37,6 +37,7 @@
 #include "models/llama.h"
 #include "models/mlp.h"
 #include "fresh_cache_folder.h"
+#include "report_errors.h"
 #include "zenith/compile.h"
 
 namespace {
@@ -250,13 +251,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const c10::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what_without_backtrace());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], error.what());
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return zenith::bench::run_reporting_errors(argc, argv, run); }

@@ -45,13 +45,21 @@ struct FusedKernel {
 // What compile hands the host: a generated kernel, or a cuBLASLt program.
 using JitKernel = std::variant<FusedKernel, MatmulProgram>;
 
+using Planned = std::variant<GeneratedKernel, MatmulProgram>;
+
+// Accepted plans kept between query and compile; more would mean compiles that never came.
+constexpr std::size_t kMaxAccepted = 1024;
+
 struct Context {
   zenith::cuda::CompileTarget target;
   int multiprocessors = 1;
   std::unique_ptr<zenith::cuda::KernelCache> cache;
-  std::mutex mutex;
+  std::mutex mutex;  // guards loaded, compiling and accepted
   std::map<std::string, std::shared_ptr<LoadedKernel>> loaded;  // by full key
   std::map<std::string, std::shared_ptr<std::mutex>> compiling;  // by full key: one compile at a time
+  // What query planned for a group it accepted, by group JSON, for the compile that follows: the
+  // host asks query first, so compile finds its group parsed and its kernel generated.
+  std::map<std::string, Planned> accepted;
   std::unique_ptr<zenith::cuda::CublasLtMatmul> blas;  // null when cuBLASLt could not start
   std::string blas_failure;
 };
@@ -68,8 +76,6 @@ zn_status* guarded(Body&& body) noexcept {
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
 }
-
-using Planned = std::variant<GeneratedKernel, MatmulProgram>;
 
 template <typename Result>
 std::variant<Planned, std::string> take(std::variant<Result, std::string> generated) {
@@ -148,10 +154,33 @@ std::string refusal(const Context& context, const std::variant<Planned, std::str
 zn_status* jit_query(void* context_ptr, zn_query_args* args) {
   return guarded([&]() -> zn_status* {
     if (!ZN_HAS_FIELD(args, zn_query_args, reason_capacity)) return fail(ZN_STATUS_INVALID_ARGUMENT, "zn_query_args too short");
-    const auto& context = *static_cast<const Context*>(context_ptr);
-    zenith::plugin_side::answer_query(args, refusal(context, plan(args->group_json, args->group_json_size)));
+    auto& context = *static_cast<Context*>(context_ptr);
+    auto planned = plan(args->group_json, args->group_json_size);
+    auto why = refusal(context, planned);
+    if (why.empty()) {
+      std::lock_guard<std::mutex> lock(context.mutex);
+      // Bounded: a host may query groups it never compiles (another backend ranked first).
+      if (context.accepted.size() >= kMaxAccepted) context.accepted.clear();
+      context.accepted.insert_or_assign(std::string(args->group_json, args->group_json_size),
+                                        std::get<Planned>(std::move(planned)));
+    }
+    zenith::plugin_side::answer_query(args, why);
     return nullptr;
   });
+}
+
+// The plan query made for this group, taken out of the context, or a fresh one.
+std::variant<Planned, std::string> accepted_plan(Context& context, const char* json, size_t size) {
+  {
+    std::lock_guard<std::mutex> lock(context.mutex);
+    auto it = context.accepted.find(std::string(json, size));
+    if (it != context.accepted.end()) {
+      Planned planned = std::move(it->second);
+      context.accepted.erase(it);
+      return planned;
+    }
+  }
+  return plan(json, size);
 }
 
 // A plan's kernels compile in parallel and often share keys (identical layers): a second compile
@@ -196,7 +225,7 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
   return guarded([&]() -> zn_status* {
     if (!ZN_HAS_FIELD(args, zn_compile_args, kernel)) return fail(ZN_STATUS_INVALID_ARGUMENT, "zn_compile_args too short");
     auto& context = *static_cast<Context*>(context_ptr);
-    auto planned = plan(args->group_json, args->group_json_size);
+    auto planned = accepted_plan(context, args->group_json, args->group_json_size);
     if (auto why = refusal(context, planned); !why.empty()) return fail(ZN_STATUS_UNSUPPORTED, why);
     std::unique_ptr<JitKernel> jit;
     zn_compile_source source = ZN_COMPILE_NOTHING;  // a cuBLASLt call compiles nothing

@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "backends/cuda/cublaslt_matmul.h"
+#include "backends/cuda/matmul_plan.h"
 #include "cuda/codegen_test_support.h"
 #include "unit/graph_builders.h"
 
