@@ -1,20 +1,22 @@
-// Benchmark: does a new sequence length cost new kernels? Generated kernels take sizes as
-// arguments, so after the first length every later one should find all of its kernels in the
-// cache: zero NVRTC compiles. Each model runs in float16 on CUDA at 50 distinct lengths drawn with
-// a fixed seed (in drawing order, so shorter and longer ones alternate); each length is a new
-// signature, so its first call captures and compiles a plan, and later calls replay it.
+// Benchmark: what does a new sequence length cost? Each model runs in float16 on CUDA at 50
+// distinct lengths drawn with a fixed seed (in drawing order, so shorter and longer ones
+// alternate), twice: with dynamic shapes off, where each length is a new signature that captures
+// and plans again (kernels come from the cache: generated kernels take sizes as arguments), and in
+// the default automatic mode, where the second length makes the sequence symbolic and every later
+// length is served by instantiating that plan, without capture or compile.
 //   BERT-base encoder    batch 1, sequence 8..512 (its position table's size)
 //   LLaMA small decoder  batch 1, prompt 8..1024 (position limit raised to 1024; no KV cache)
-//   MLP small            batch 1..1024 (no sequence: the batch varies instead)
+//   MLP small            batch 2..1024 (no sequence: the batch varies instead)
 //   bench_shape_sweep [lengths per model, default 50] [seed, default 7]
 // Prints a markdown table and plain lines; exits 1 when any NVRTC compile happened after a model's
-// first length (or the sweep could not tell), 2 without a CUDA device.
+// first length (or the sweep could not tell), or when automatic mode recaptured after its second
+// length; 2 without a CUDA device.
 //
-// NVRTC compiles are counted as new files in a kernel cache folder of this run's own (one per
-// compiled key). The report's kernels_compiled counts every backend's groups, including the
-// PyTorch GPU plugin's, which compile nothing; it is printed beside, never used for the verdict.
-// The models share one process and one cache, in the order above, so a later model's first length
-// may find kernels an earlier model compiled.
+// The host cost of a new length is the compile report's total_ms for a capture, and the growth of
+// CacheStats::instantiation_ms for an instantiation. NVRTC compiles are counted as new files in a
+// kernel cache folder of this run's own (one per compiled key). The models share one process and
+// one cache, in the order above, so a later model's first length may find kernels an earlier model
+// compiled.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -86,13 +88,12 @@ std::vector<std::int64_t> draw_lengths(std::int64_t low, std::int64_t high, std:
 struct Sample {
   std::int64_t length = 0;
   std::int64_t nvrtc = 0;     // new kernel files: NVRTC compiles
-  std::int64_t compiled = 0;  // the report's kernels_compiled (every backend)
-  std::int64_t hits = 0;      // the report's kernel_cache_hits (the JIT backend's cache)
-  std::int64_t jit_nodes = 0;
+  bool captured = false;      // a capture (a miss), else an instantiation or a hit
   bool fallback = false;
-  double compile_ms = 0;  // the report's total_ms
-  double replay_ms = 0;   // a call of the compiled plan, median of three
-  double eager_ms = 0;    // an eager call, median of three
+  std::int64_t jit_nodes = 0;
+  double new_length_ms = 0;   // host time of the new length: capture and plan, or instantiation
+  double replay_ms = 0;       // a call of the compiled plan, median of three
+  double eager_ms = 0;        // an eager call, median of three
 };
 
 // `fast` and `eager` take the tuple `inputs(length)` returns.
@@ -104,15 +105,20 @@ std::vector<Sample> sweep(Compiled& fast, Eager eager, Inputs inputs, const std:
     auto args = inputs(length);
     Sample s;
     s.length = length;
-    const auto before = kernel_files(folder);
-    std::apply(fast, args);  // captures, compiles, returns the trace's own result
-    s.nvrtc = kernel_files(folder) - before;
-    const auto report = fast.report();
-    s.compiled = report.kernels_compiled;
-    s.hits = report.kernel_cache_hits;
-    s.jit_nodes = report.nodes_per_backend.count("jit_cuda") ? report.nodes_per_backend.at("jit_cuda") : 0;
-    s.fallback = report.eager_fallback;
-    s.compile_ms = report.total_ms;
+    const auto files_before = kernel_files(folder);
+    const auto before = fast.stats();
+    std::apply(fast, args);  // captures or instantiates; a capture returns the trace's own result
+    const auto after = fast.stats();
+    s.nvrtc = kernel_files(folder) - files_before;
+    s.captured = after.misses > before.misses;
+    if (s.captured) {
+      const auto report = fast.report();
+      s.new_length_ms = report.total_ms;
+      s.fallback = report.eager_fallback;
+      s.jit_nodes = report.nodes_per_backend.count("jit_cuda") ? report.nodes_per_backend.at("jit_cuda") : 0;
+    } else {
+      s.new_length_ms = after.instantiation_ms - before.instantiation_ms;
+    }
     s.replay_ms = median_call_ms([&] { std::apply(fast, args); });
     s.eager_ms = median_call_ms([&] { std::apply(eager, args); });
     samples.push_back(s);
@@ -120,12 +126,15 @@ std::vector<Sample> sweep(Compiled& fast, Eager eager, Inputs inputs, const std:
   return samples;
 }
 
-zenith::CompileOptions strict(const std::string& name) {
+zenith::CompileOptions strict(const std::string& name, zenith::DynamicShapes mode) {
   zenith::CompileOptions options;
   options.name = name;
   options.fallback_to_eager = false;
+  options.dynamic_shapes = mode;
   return options;
 }
+
+const char* mode_name(zenith::DynamicShapes mode) { return mode == zenith::DynamicShapes::Off ? "off" : "auto"; }
 
 int run(int argc, char** argv) {
   if (!torch::cuda::is_available()) {
@@ -147,23 +156,27 @@ int run(int argc, char** argv) {
   struct Result {
     std::string model;
     std::string range;
+    zenith::DynamicShapes mode;
     std::vector<Sample> samples;
+    std::int64_t symbolic_plans = 0;
   };
   std::vector<Result> results;
+  for (auto mode : {zenith::DynamicShapes::Off, zenith::DynamicShapes::Auto}) {
 
   {
     auto config = zenith::models::BertConfig::base();
     zenith::models::Bert model(config);
     model->eval();
     model->to(torch::kCUDA, torch::kHalf);
-    auto fast = zenith::compile(model, strict("bert-base"));
+    auto fast = zenith::compile(model, strict("bert-base", mode));
     auto lengths = draw_lengths(8, config.max_position_embeddings, count, seed);
     auto inputs = [&](std::int64_t length) {
       return std::make_tuple(torch::randint(config.vocab_size, {1, length}, tokens), torch::ones({1, length}, tokens));
     };
     auto eager = [&](at::Tensor ids, at::Tensor mask) { return model->forward(ids, mask); };
-    results.push_back({"BERT-base f16, batch 1", "sequence 8.." + std::to_string(config.max_position_embeddings),
-                       sweep(fast, eager, inputs, lengths, folder)});
+    results.push_back({"BERT-base f16, batch 1", "sequence 8.." + std::to_string(config.max_position_embeddings), mode,
+                       sweep(fast, eager, inputs, lengths, folder), 0});
+    results.back().symbolic_plans = fast.stats().symbolic_plans;
   }
   {
     auto config = zenith::models::LlamaConfig::small();
@@ -171,7 +184,7 @@ int run(int argc, char** argv) {
     zenith::models::Llama model(config);
     model->eval();
     model->to(torch::kCUDA, torch::kHalf);
-    auto fast = zenith::compile(model, strict("llama-small"));
+    auto fast = zenith::compile(model, strict("llama-small", mode));
     auto [k0, v0] = zenith::models::empty_cache(config, 1, half);
     auto lengths = draw_lengths(8, config.max_position_embeddings, count, seed + 1);
     auto inputs = [&, k0 = k0, v0 = v0](std::int64_t length) {
@@ -179,53 +192,60 @@ int run(int argc, char** argv) {
     };
     auto eager = [&](at::Tensor t, at::Tensor k, at::Tensor v) { return model->forward(t, k, v); };
     results.push_back({"LLaMA small f16, batch 1, prompt", "sequence 8.." + std::to_string(config.max_position_embeddings),
-                       sweep(fast, eager, inputs, lengths, folder)});
+                       mode, sweep(fast, eager, inputs, lengths, folder), 0});
+    results.back().symbolic_plans = fast.stats().symbolic_plans;
   }
   {
     auto config = zenith::models::MlpConfig::small();
     zenith::models::Mlp model(config);
     model->to(torch::kCUDA, torch::kHalf);
-    auto fast = zenith::compile(model, strict("mlp-small"));
-    auto lengths = draw_lengths(1, 1024, count, seed + 2);
+    auto fast = zenith::compile(model, strict("mlp-small", mode));
+    // Batch 1 broadcasts differently and is captured on its own: the sweep starts at 2.
+    auto lengths = draw_lengths(2, 1024, count, seed + 2);
     auto inputs = [&](std::int64_t batch) { return std::make_tuple(torch::randn({batch, config.in}, half)); };
     auto eager = [&](at::Tensor x) { return model->forward(x); };
-    results.push_back({"MLP small f16", "batch 1..1024", sweep(fast, eager, inputs, lengths, folder)});
+    results.push_back({"MLP small f16", "batch 2..1024", mode, sweep(fast, eager, inputs, lengths, folder), 0});
+    results.back().symbolic_plans = fast.stats().symbolic_plans;
+  }
   }
   const auto files = kernel_files(folder);
 
   int status = 0;
   std::string notes;  // plain lines, printed after the table so that they do not split it
-  std::printf("| model | lengths | NVRTC compiles, first length | NVRTC compiles, other %zu | cache hits, first / others | "
-              "median compile ms, new length | median call ms, zenith | median call ms, eager |\n",
-              count - 1);
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| model | dynamic | lengths | NVRTC compiles, first length | NVRTC compiles, others | captures after the "
+              "second length | symbolic plans | new length, host ms: median / max (after the second) | median call ms, "
+              "zenith | median call ms, eager |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const auto& r : results) {
     const auto& first = r.samples.front();
-    std::int64_t later_nvrtc = 0, later_hits = 0, later_compiled = 0;
-    std::vector<double> compile_ms, replay_ms, eager_ms;
+    std::int64_t later_nvrtc = 0, late_captures = 0;
+    std::vector<double> new_length_ms, replay_ms, eager_ms;
     for (std::size_t i = 0; i < r.samples.size(); ++i) {
       const auto& s = r.samples[i];
       replay_ms.push_back(s.replay_ms);
       eager_ms.push_back(s.eager_ms);
-      if (i == 0) continue;
-      later_nvrtc += s.nvrtc;
-      later_hits += s.hits;
-      later_compiled += s.compiled;
-      compile_ms.push_back(s.compile_ms);
+      if (i >= 1) later_nvrtc += s.nvrtc;
+      if (i < 2) continue;  // the first length captures; in automatic mode the second one probes
+      late_captures += s.captured;
+      new_length_ms.push_back(s.new_length_ms);
     }
-    std::printf("| %s | %zu, %s | %lld | %lld | %lld / %lld | %.1f | %.3f | %.3f |\n", r.model.c_str(), r.samples.size(),
-                r.range.c_str(), static_cast<long long>(first.nvrtc), static_cast<long long>(later_nvrtc),
-                static_cast<long long>(first.hits), static_cast<long long>(later_hits), median(compile_ms),
-                median(replay_ms), median(eager_ms));
-    notes += r.model + ": first length " + std::to_string(first.length) + "; report kernels_compiled (every backend) first " +
-             std::to_string(first.compiled) + ", others " + std::to_string(later_compiled) + "\n";
+    std::printf("| %s | %s | %zu, %s | %lld | %lld | %lld | %lld | %.3f / %.3f | %.3f | %.3f |\n", r.model.c_str(),
+                mode_name(r.mode), r.samples.size(), r.range.c_str(), static_cast<long long>(first.nvrtc),
+                static_cast<long long>(later_nvrtc), static_cast<long long>(late_captures),
+                static_cast<long long>(r.symbolic_plans), median(new_length_ms),
+                *std::max_element(new_length_ms.begin(), new_length_ms.end()), median(replay_ms), median(eager_ms));
+    notes += r.model + " (" + mode_name(r.mode) + "): first length " + std::to_string(first.length) + ", " +
+             std::to_string(first.new_length_ms) + " ms; second length " + std::to_string(r.samples[1].length) + ", " +
+             std::to_string(r.samples[1].new_length_ms) + " ms" +
+             (r.mode == zenith::DynamicShapes::Auto ? " (with the probes)" : "") + "\n";
     // A sweep that never reached the JIT backend, or whose compiles left no files, proves nothing.
     if (first.jit_nodes == 0) {
       std::fprintf(stderr, "bench_shape_sweep: %s: no node ran on jit_cuda\n", r.model.c_str());
       status = 1;
-    } else if (first.nvrtc + first.hits == 0) {
-      std::fprintf(stderr, "bench_shape_sweep: %s: jit_cuda ran nodes but neither compiled nor found a kernel\n",
-                   r.model.c_str());
+    }
+    if (r.mode == zenith::DynamicShapes::Auto && late_captures > 0) {
+      std::fprintf(stderr, "bench_shape_sweep: %s: automatic mode captured %lld lengths after the second\n",
+                   r.model.c_str(), static_cast<long long>(late_captures));
       status = 1;
     }
     for (const auto& s : r.samples) {
@@ -235,7 +255,7 @@ int run(int argc, char** argv) {
       }
       if (&s != &first && s.nvrtc > 0) {
         notes += r.model + ": length " + std::to_string(s.length) + " compiled " + std::to_string(s.nvrtc) +
-                 " new kernels (" + std::to_string(s.hits) + " from the cache)\n";
+                 " new kernels\n";
         status = 1;
       }
     }

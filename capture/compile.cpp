@@ -34,6 +34,12 @@ void apply_environment(CompileOptions& options) {
     else if (text != "0" && text != "false" && text != "no")
       log::warn("ZENITH_DISABLE={} is not understood (use 1 or 0); Zenith stays enabled", text);
   }
+  if (const char* value = std::getenv("ZENITH_DYNAMIC"); value && *value) {
+    std::string text = value;
+    if (text == "off") options.dynamic_shapes = DynamicShapes::Off;
+    else if (text == "auto") options.dynamic_shapes = DynamicShapes::Auto;
+    else log::warn("ZENITH_DYNAMIC={} is not understood (use off or auto); keeping the compile option", text);
+  }
   if (const char* value = std::getenv("ZENITH_LOG"); value && *value) {
     try {
       options.log_level = log::parse(value);
@@ -52,6 +58,9 @@ std::shared_ptr<Engine> make_engine(ModuleAccess access, CompileOptions options)
   log::request(options.log_level);
   if (options.plan_cache_size == 0) {
     throw Error::mismatch("CompileOptions::plan_cache_size", "at least 1", "0");
+  }
+  if (options.symbolic_plan_limit == 0) {
+    throw Error::mismatch("CompileOptions::symbolic_plan_limit", "at least 1", "0");
   }
   if (options.verify_rtol < 0 || options.verify_atol < 0) {
     throw Error::mismatch("CompileOptions verify tolerances", "non-negative numbers",

@@ -6,13 +6,16 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "capture/dynamic_dims.h"
 #include "capture/tracer_capture.h"
 #include "core/dump.h"
 #include "core/executor.h"
 #include "core/log.h"
 #include "core/plugin_loader.h"
+#include "passes/effects.h"
 #include "passes/lowering.h"
 #include "passes/pass_manager.h"
 
@@ -86,11 +89,22 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entry = cache_.find(signature);
+    std::string refusal;
     if (entry) {
       ++stats_.hits;
+    } else if (auto started = Clock::now(); (entry = instantiate_symbolic(signature, refusal))) {
+      ++stats_.instantiations;
+      stats_.instantiation_ms += ms_since(started);
+      stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, entry));
     } else {
       if (stats_.misses++ > 0) ++stats_.recaptures;
-      auto compiled = compile_signature(args, state, signature);
+      if (last_signature_) {
+        log::info("{}: new signature, recapturing: {}{}", options_.name, signature.describe_change(*last_signature_),
+                  refusal.empty() ? "" : "; no symbolic plan serves it: " + refusal);
+      } else {
+        log::info("{}: first call, capturing {}", options_.name, signature.to_string());
+      }
+      auto compiled = compile_signature(args, state, signature, dims_to_make_symbolic(signature));
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, compiled.entry));
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
       return compiled.result;
@@ -103,20 +117,106 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   return result;
 }
 
-Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
-                                           const std::vector<std::pair<std::string, at::Tensor>>& state,
-                                           const Signature& signature) {
+std::string Engine::backend_options() const { return nlohmann::json{{"dump_dir", options_.dump_dir}}.dump(); }
+
+std::vector<DynamicDim> Engine::dims_to_make_symbolic(const Signature& signature) const {
+  if (options_.dynamic_shapes == DynamicShapes::Off) return {};
+  auto dims = options_.dynamic_dims;
+  if (last_signature_) dims = capture::merge_dims(dims, capture::changed_dims(*last_signature_, signature));
+  if (dims.empty() || refused_dims_.count(capture::describe_dims(dims))) return {};
+  return dims;
+}
+
+std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signature& signature, std::string& refusal) {
+  for (auto it = symbolic_plans_.begin(); it != symbolic_plans_.end(); ++it) {
+    auto instance = it->instantiate(signature, backend_options());
+    stats_.kernels_compiled += instance.kernels_compiled;
+    if (!instance.plan) {
+      refusal += fmt::format("{}the plan over {}: {}", refusal.empty() ? "" : "; ", it->describe(),
+                             instance.refusal);
+      continue;
+    }
+    log::debug("{}: a symbolic plan over {} serves {}", options_.name, it->describe(),
+               signature.to_string());
+    symbolic_plans_.splice(symbolic_plans_.begin(), symbolic_plans_, it);
+    auto entry = std::make_shared<Entry>();
+    entry->plan = std::move(instance.plan);
+    entry->tensor_args = entry->plan->graph.inputs.size();
+    return entry;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport& report) const {
+  auto passes_start = Clock::now();
+  report.passes = passes::PassManager::default_pipeline(options_).run(graph);
+  report.passes_ms = ms_since(passes_start);
+  report.nodes_final = static_cast<std::int64_t>(graph.nodes.size());
+  auto lowering_start = Clock::now();
+  auto plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(graph), backends_, report, backend_options()));
+  report.backend_ms = ms_since(lowering_start);
+  return plan;
+}
+
+std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const State& state,
+                                   const Signature& signature, const std::vector<DynamicDim>& dims,
+                                   const std::vector<int>& symbol_of, const capture::ProbeDesign& design,
+                                   capture::Capture& base,
+                                   std::vector<capture::Capture>& probes) const {
+  // Probes run the forward on made-up inputs: only when that cannot change the module or the
+  // random number stream (batch norm statistics in training mode, dropout).
+  auto effects = passes::analyse_effects(base.graph);
+  for (std::size_t n = 0; n < base.graph.nodes.size(); ++n) {
+    if (effects.node_has_effect[n]) {
+      return fmt::format("the forward writes memory in place or draws random numbers ({}{}), which probing at other "
+                         "sizes would repeat",
+                         base.graph.nodes[n].qualified_name(), signature.training ? "; the module is in training mode" : "");
+    }
+  }
+  for (std::size_t k = 1; k < design.points.size(); ++k) {
+    try {
+      probes.push_back(capture::capture_forward(access_, capture::probe_arguments(args, dims, symbol_of, design.points[k]), state));
+    } catch (const std::exception& error) {
+      const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+      return fmt::format("the forward raised at probe sizes [{}]: {}", fmt::join(design.points[k], ", "),
+                         torch_error ? torch_error->what_without_backtrace() : error.what());
+    }
+    if (!probes.back().unsupported.empty()) {
+      return fmt::format("at probe sizes [{}]: {}", fmt::join(design.points[k], ", "), probes.back().unsupported);
+    }
+  }
+  std::vector<ir::Graph*> graphs{&base.graph};
+  for (auto& probe : probes) graphs.push_back(&probe.graph);
+  return capture::mark_size_dependent(graphs, design);
+}
+
+std::string Engine::fit_symbolic(const std::vector<DynamicDim>& dims, const std::vector<int>& symbol_of,
+                                 const capture::ProbeDesign& design,
+                                 const Signature& signature, const std::vector<int>& tensor_arguments,
+                                 std::shared_ptr<const Plan> base, std::vector<capture::Capture> probes) {
+  std::vector<std::shared_ptr<const Plan>> plans{std::move(base)};
+  for (std::size_t k = 0; k < probes.size(); ++k) {
+    CompileReport scratch;
+    try {
+      plans.push_back(optimize_and_lower(std::move(probes[k].graph), scratch));
+    } catch (const Error& error) {
+      return fmt::format("planning at probe sizes [{}] failed: {}", fmt::join(design.points[k + 1], ", "), error.what());
+    }
+    stats_.kernels_compiled += scratch.kernels_compiled;
+  }
+  auto fitted = capture::SymbolicPlan::fit(dims, symbol_of, design, signature, tensor_arguments, plans);
+  if (auto* why = std::get_if<std::string>(&fitted)) return *why;
+  symbolic_plans_.push_front(std::move(std::get<capture::SymbolicPlan>(fitted)));
+  while (symbolic_plans_.size() > options_.symbolic_plan_limit) symbolic_plans_.pop_back();
+  ++stats_.symbolic_plans;
+  return "";
+}
+
+Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args, const State& state,
+                                           const Signature& signature, std::vector<DynamicDim> dims) {
   auto start = Clock::now();
   CompileReport report;
   report.signature = signature.to_string();
-  report.plan_cache = stats_;
-  report.plan_cache.size = cache_.size();
-  report.plan_cache.capacity = cache_.capacity();
-  if (last_signature_) {
-    log::info("{}: new signature, recapturing: {}", options_.name, signature.describe_change(*last_signature_));
-  } else {
-    log::info("{}: first call, capturing {}", options_.name, report.signature);
-  }
   capture::Capture capture;
   try {
     capture = capture::capture_forward(access_, args, state);
@@ -135,6 +235,13 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   report.capture_ms = ms_since(start);
   auto entry = std::make_shared<Entry>();
   entry->tensor_args = capture.tensor_arg_positions.size();
+  auto finish_report = [&] {
+    report.plan_cache = stats_;
+    report.plan_cache.size = cache_.size();
+    report.plan_cache.capacity = cache_.capacity();
+    report.total_ms = ms_since(start);
+    last_report_ = report;
+  };
   auto fall_back = [&](const std::string& reason) -> Compiled {
     if (!options_.fallback_to_eager) {
       throw Error(fmt::format("{}: cannot compile the call {}: {}. Set CompileOptions::fallback_to_eager to run such "
@@ -144,12 +251,35 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     log::warn("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
     report.eager_fallback = true;
     report.fallback_reason = reason;
-    report.total_ms = ms_since(start);
-    last_report_ = report;
+    finish_report();
     entry->eager_reason = reason;
     return Compiled{entry, capture.result};
   };
   if (!capture.unsupported.empty()) return fall_back(capture.unsupported);
+
+  // Probes are captured before the passes: they decide which nodes constant folding must leave.
+  std::vector<capture::Capture> probes;
+  capture::ProbeDesign design;
+  std::vector<int> symbol_of;
+  std::string static_reason;
+  // A refusal of this call's sizes (a size of 1) may not hold for the next call: only refusals
+  // from probing (the module's nature) are remembered.
+  bool remember_refusal = false;
+  auto probe_start = Clock::now();
+  if (!dims.empty()) {
+    static_reason = capture::check_dims(args, dims);
+    if (static_reason.empty()) {
+      remember_refusal = true;
+      symbol_of = capture::share_symbols(args, dims);
+      std::vector<std::int64_t> base;
+      for (std::size_t k = 0; k < dims.size(); ++k) {
+        if (static_cast<std::size_t>(symbol_of[k]) == base.size()) base.push_back(args[dims[k].argument].toTensor().size(dims[k].dim));
+      }
+      design = capture::ProbeDesign::around(base);
+      static_reason = capture_probes(args, state, signature, dims, symbol_of, design, capture, probes);
+    }
+  }
+  double probe_ms = ms_since(probe_start);
 
   report.nodes_captured = static_cast<std::int64_t>(capture.graph.nodes.size());
   Dump dump;
@@ -157,18 +287,28 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   if (dumping) dump.captured = capture.graph;
   std::shared_ptr<Plan> plan;
   try {
-    auto passes_start = Clock::now();
-    report.passes = passes::PassManager::default_pipeline(options_).run(capture.graph);
-    report.passes_ms = ms_since(passes_start);
-    report.nodes_final = static_cast<std::int64_t>(capture.graph.nodes.size());
-    auto lowering_start = Clock::now();
-    auto backend_options = nlohmann::json{{"dump_dir", options_.dump_dir}}.dump();
-    plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(capture.graph), backends_, report, backend_options));
-    report.backend_ms = ms_since(lowering_start);
+    plan = optimize_and_lower(std::move(capture.graph), report);
   } catch (const Error& error) {
     return fall_back(error.what());
   }
-  report.total_ms = ms_since(start);
+  stats_.kernels_compiled += report.kernels_compiled;
+  if (!dims.empty()) {
+    probe_start = Clock::now();
+    if (static_reason.empty()) {
+      static_reason =
+          fit_symbolic(dims, symbol_of, design, signature, capture.tensor_arg_positions, plan, std::move(probes));
+    }
+    probe_ms += ms_since(probe_start);
+    report.probe_ms = probe_ms;
+    if (static_reason.empty()) {
+      report.symbolic = capture::describe_symbols(dims, symbol_of);
+    } else {
+      report.static_reason = fmt::format("{} cannot be symbolic: {}", capture::describe_dims(dims), static_reason);
+      if (remember_refusal) refused_dims_.insert(capture::describe_dims(dims));
+      log::info("{}: {}; new sizes of it are captured again", options_.name, report.static_reason);
+    }
+  }
+  finish_report();
   if (dumping) {
     dump.module_name = options_.name;
     dump.signature = report.signature;
@@ -183,9 +323,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
       log::warn("{}: could not write the trace dump: {}", options_.name, error.what());
       report.dump_path.clear();
     }
+    last_report_ = report;
   }
   log::info("{}", report.to_string());
-  last_report_ = report;
   last_signature_ = signature;
   entry->plan = std::move(plan);
   return Compiled{entry, capture.result};

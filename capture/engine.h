@@ -2,14 +2,18 @@
 // execution, with eager fallback, verification and dumps.
 #pragma once
 
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "capture/plan_cache.h"
 #include "capture/signature.h"
+#include "capture/symbolic_plan.h"
+#include "capture/tracer_capture.h"
 #include "core/backend.h"
 #include "core/plan.h"
 #include "zenith/compile.h"
@@ -38,8 +42,30 @@ class Engine {
     c10::IValue result;  // what the capture's forward returned
   };
 
-  Compiled compile_signature(const std::vector<c10::IValue>& args,
-                             const std::vector<std::pair<std::string, at::Tensor>>& state, const Signature& signature);
+  using State = std::vector<std::pair<std::string, at::Tensor>>;
+
+  /// Captures, optimizes and lowers a signature. With `dims`, also captures at probe sizes and fits
+  /// a symbolic plan over them (or reports why not in the report's static_reason).
+  Compiled compile_signature(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
+                             std::vector<DynamicDim> dims);
+  /// Passes and lowering of one capture; throws zenith::Error.
+  std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report) const;
+  /// Captures the forward at the probe sizes of `design` and marks the size-dependent nodes of all
+  /// captures, `base` included. Returns why the dims cannot be symbolic, or empty.
+  std::string capture_probes(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
+                             const std::vector<DynamicDim>& dims, const std::vector<int>& symbol_of,
+                             const capture::ProbeDesign& design,
+                             capture::Capture& base, std::vector<capture::Capture>& probes) const;
+  /// Lowers the probes and fits the symbolic plan; on success keeps it. Returns why not, or empty.
+  std::string fit_symbolic(const std::vector<DynamicDim>& dims, const std::vector<int>& symbol_of,
+                           const capture::ProbeDesign& design,
+                           const Signature& signature, const std::vector<int>& tensor_arguments,
+                           std::shared_ptr<const Plan> base, std::vector<capture::Capture> probes);
+  /// An entry for `signature` from a symbolic plan, or null; `refusal` learns why not.
+  std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::string& refusal);
+  /// The dimensions a capture of `signature` should make symbolic.
+  std::vector<DynamicDim> dims_to_make_symbolic(const Signature& signature) const;
+  std::string backend_options() const;
   c10::IValue run_plan(const Entry& entry, const std::vector<c10::IValue>& args,
                        const std::vector<std::pair<std::string, at::Tensor>>& state);
   c10::IValue run_eager(const std::vector<c10::IValue>& args);
@@ -54,6 +80,8 @@ class Engine {
   CacheStats stats_;
   CompileReport last_report_;
   std::optional<Signature> last_signature_;
+  std::list<capture::SymbolicPlan> symbolic_plans_;  // most recently used first
+  std::set<std::string> refused_dims_;              // dims that could not be symbolic, described
   int verified_ = 0;
   bool told_about_gradients_ = false;
 };

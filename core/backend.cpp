@@ -44,7 +44,7 @@ std::optional<std::string> Backend::query(const std::string& group_json) const {
 }
 
 std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const std::string& options_json,
-                                         zn_compile_source* source) const {
+                                         CompileOutcome* outcome) const {
   zn_compile_args args{};
   args.struct_size = sizeof(args);
   args.group_json = group_json.data();
@@ -53,10 +53,13 @@ std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const st
   auto status = take_status(api_->compile(context_, &args));
   if (status.code != ZN_STATUS_OK) raise(*this, "compile a group", status);
   if (args.kernel == nullptr) raise(*this, "compile a group", {ZN_STATUS_INTERNAL, "it returned no kernel"});
-  if (source != nullptr) {
+  if (outcome != nullptr) {
     // A 1.0 plugin leaves the field 0 (compiled); an unknown value is read as compiled too.
     bool known = args.from_cache == ZN_COMPILE_FROM_CACHE || args.from_cache == ZN_COMPILE_NOTHING;
-    *source = known ? static_cast<zn_compile_source>(args.from_cache) : ZN_COMPILE_COMPILED;
+    outcome->source = known ? static_cast<zn_compile_source>(args.from_cache) : ZN_COMPILE_COMPILED;
+    // Older plugins leave both 0: not shape-generic.
+    outcome->shape_generic = args.shape_generic == 1;
+    outcome->max_extent = args.max_extent > 0 ? args.max_extent : 0;
   }
   return std::make_shared<Kernel>(this, args.kernel);
 }

@@ -1,6 +1,7 @@
 // Backend: one loaded plugin, seen through its ABI table with every call checked.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,16 @@
 namespace zenith {
 
 class Backend;
+
+/// What a compile said about its kernel besides the kernel itself.
+struct CompileOutcome {
+  /// Where the kernel came from: a compiler, a cache, or nothing to compile.
+  zn_compile_source source = ZN_COMPILE_COMPILED;
+  /// The kernel runs other sizes of the same group (zn_compile_args.shape_generic).
+  bool shape_generic = false;
+  /// With shape_generic: the largest element count it handles; 0 for no limit.
+  std::int64_t max_extent = 0;
+};
 
 /// A compiled kernel; released through its plugin when the last reference goes.
 class Kernel {
@@ -41,10 +52,10 @@ class Backend {
   /// Empty when the plugin can run the group, else its reason.
   std::optional<std::string> query(const std::string& group_json) const;
   /// Compiles a group; throws zenith::Error with the plugin's message on failure. `options_json`
-  /// is a JSON object (zn_compile_args.options_json); `source`, when given, learns where the kernel
-  /// came from (a compiler, a cache, or nothing to compile).
+  /// is a JSON object (zn_compile_args.options_json); `outcome`, when given, learns where the
+  /// kernel came from and which sizes it serves.
   std::shared_ptr<Kernel> compile(const std::string& group_json, const std::string& options_json = "{}",
-                                  zn_compile_source* source = nullptr) const;
+                                  CompileOutcome* outcome = nullptr) const;
   /// Launches a kernel; throws zenith::Error with the plugin's message on failure.
   void launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
               void* stream) const;

@@ -26,9 +26,13 @@ std::string CompileReport::to_string() const {
                       kernel_cache_hits, groups_without_compile);
   text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,
                       passes_ms, backend_ms, total_ms);
-  text += fmt::format("\n  plan cache: {} hits, {} misses ({} recaptures), {} evictions, {} of {} plans", plan_cache.hits,
-                      plan_cache.misses, plan_cache.recaptures, plan_cache.evictions, plan_cache.size,
-                      plan_cache.capacity);
+  if (!symbolic.empty()) text += fmt::format("\n  symbolic: {} (probes {:.1f} ms)", symbolic, probe_ms);
+  if (!static_reason.empty()) text += fmt::format("\n  static: {}", static_reason);
+  text += fmt::format("\n  plan cache: {} hits, {} misses ({} recaptures), {} evictions, {} of {} plans; {} symbolic "
+                      "plans served {} new signatures; {} kernels compiled",
+                      plan_cache.hits, plan_cache.misses, plan_cache.recaptures, plan_cache.evictions, plan_cache.size,
+                      plan_cache.capacity, plan_cache.symbolic_plans, plan_cache.instantiations,
+                      plan_cache.kernels_compiled);
   if (!dump_path.empty()) text += fmt::format("\n  dump: {}", dump_path);
   return text;
 }

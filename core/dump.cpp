@@ -43,8 +43,15 @@ json report_to_json(const CompileReport& report) {
                                   {"recaptures", report.plan_cache.recaptures},
                                   {"evictions", report.plan_cache.evictions},
                                   {"eager_calls", report.plan_cache.eager_calls},
+                                  {"symbolic_plans", report.plan_cache.symbolic_plans},
+                                  {"instantiations", report.plan_cache.instantiations},
+                                  {"instantiation_ms", report.plan_cache.instantiation_ms},
+                                  {"kernels_compiled", report.plan_cache.kernels_compiled},
                                   {"size", report.plan_cache.size},
                                   {"capacity", report.plan_cache.capacity}}},
+              {"symbolic", report.symbolic},
+              {"static_reason", report.static_reason},
+              {"probe_ms", report.probe_ms},
               {"eager_fallback", report.eager_fallback},
               {"fallback_reason", report.fallback_reason}};
 }
@@ -72,12 +79,19 @@ CompileReport report_from_json(const json& j) {
     report.plan_cache.recaptures = cache.value("recaptures", 0);
     report.plan_cache.evictions = cache.value("evictions", 0);
     report.plan_cache.eager_calls = cache.value("eager_calls", 0);
+    report.plan_cache.symbolic_plans = cache.value("symbolic_plans", 0);
+    report.plan_cache.instantiations = cache.value("instantiations", 0);
+    report.plan_cache.instantiation_ms = cache.value("instantiation_ms", 0.0);
+    report.plan_cache.kernels_compiled = cache.value("kernels_compiled", 0);
     report.plan_cache.size = cache.value("size", std::size_t{0});
     report.plan_cache.capacity = cache.value("capacity", std::size_t{0});
     report.capture_ms = j.value("capture_ms", 0.0);
     report.passes_ms = j.value("passes_ms", 0.0);
     report.backend_ms = j.value("backend_ms", 0.0);
     report.total_ms = j.value("total_ms", 0.0);
+    report.symbolic = j.value("symbolic", "");
+    report.static_reason = j.value("static_reason", "");
+    report.probe_ms = j.value("probe_ms", 0.0);
     report.eager_fallback = j.value("eager_fallback", false);
     report.fallback_reason = j.value("fallback_reason", "");
     return report;

@@ -50,6 +50,9 @@ struct Node {
   /// The fusion group the fusion pass put this node in, or -1. Nodes sharing a group are offered
   /// to backends as one kernel.
   int fusion_group = -1;
+  /// Dynamic shapes: an integer argument depends on a symbolic dimension (it differed between
+  /// captures at different sizes). Such a node runs at every call: constant folding leaves it.
+  bool size_dependent = false;
 
   /// Rewrites every tensor value id this node reads through `rename`.
   void rename_inputs(const std::function<int(int)>& rename);

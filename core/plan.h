@@ -1,6 +1,7 @@
 // Plan: what one signature runs at every call, the output of compilation.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct Step {
   std::vector<int> nodes;
   /// Kernel steps: the device the kernel runs on, whose current stream a launch uses.
   c10::Device device = c10::Device(c10::kCPU);
+  /// Kernel steps: the kernel serves other sizes of its group (CompileOutcome::shape_generic) up to
+  /// `max_extent` elements (0: any).
+  bool shape_generic = false;
+  std::int64_t max_extent = 0;
 };
 
 /// A compiled signature.

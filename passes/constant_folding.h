@@ -1,5 +1,6 @@
 // Constant folding: evaluates, once at compile time, nodes that depend only on constants.
-// Parameters are never constants: they stay live so that an optimizer step is seen.
+// Parameters are never constants: they stay live so that an optimizer step is seen. Nodes marked
+// size-dependent (dynamic shapes) are never folded either.
 #pragma once
 
 #include <cstddef>

@@ -16,6 +16,13 @@ struct AliasSets {
   void join(int a, int b) { parent[find(a)] = find(b); }
 };
 
+// Dropout in eval mode (train=false) is the identity: it draws nothing.
+bool draws_random_numbers(const ir::Node& node) {
+  if (!ir::op_info(node.op).random) return false;
+  const auto* train = node.arg("train");
+  return train == nullptr || !std::holds_alternative<bool>(train->value) || std::get<bool>(train->value);
+}
+
 }  // namespace
 
 Effects analyse_effects(const ir::Graph& graph) {
@@ -35,7 +42,7 @@ Effects analyse_effects(const ir::Graph& graph) {
       if (facts.output_writes[r] >= 0) sets.join(facts.output_writes[r], node.outputs[r]);
     }
     written.insert(written.end(), facts.mutated_inputs.begin(), facts.mutated_inputs.end());
-    effects.node_has_effect[n] = !facts.mutated_inputs.empty() || ir::op_info(node.op).random;
+    effects.node_has_effect[n] = !facts.mutated_inputs.empty() || draws_random_numbers(node);
   }
   std::vector<bool> root_written(graph.values.size(), false);
   for (int id : written) root_written[sets.find(id)] = true;

@@ -15,9 +15,9 @@ namespace {
 // Compiles every claimed group, several at a time: NVRTC compiles dominate the cost of a new plan,
 // and plugins must accept concurrent compiles (include/zenith/plugin.h). Results keep their order;
 // the first failure is rethrown after all workers stop.
-std::vector<std::pair<std::shared_ptr<Kernel>, zn_compile_source>> compile_groups(const std::vector<PlacedGroup>& placed,
-                                                                     const std::string& backend_options) {
-  std::vector<std::pair<std::shared_ptr<Kernel>, zn_compile_source>> kernels(placed.size());
+std::vector<std::pair<std::shared_ptr<Kernel>, CompileOutcome>> compile_groups(const std::vector<PlacedGroup>& placed,
+                                                                              const std::string& backend_options) {
+  std::vector<std::pair<std::shared_ptr<Kernel>, CompileOutcome>> kernels(placed.size());
   std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < placed.size(); ++i)
     if (placed[i].backend != nullptr) todo.push_back(i);
@@ -28,9 +28,9 @@ std::vector<std::pair<std::shared_ptr<Kernel>, zn_compile_source>> compile_group
     for (std::size_t k = next++; k < todo.size(); k = next++) {
       const auto& item = placed[todo[k]];
       try {
-        zn_compile_source source = ZN_COMPILE_COMPILED;
-        auto kernel = item.backend->compile(item.group_json, backend_options, &source);
-        kernels[todo[k]] = {std::move(kernel), source};
+        CompileOutcome outcome;
+        auto kernel = item.backend->compile(item.group_json, backend_options, &outcome);
+        kernels[todo[k]] = {std::move(kernel), outcome};
       } catch (...) {
         std::lock_guard<std::mutex> lock(failure_mutex);
         if (!failure) failure = std::current_exception();
@@ -75,7 +75,9 @@ Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends,
       step.device = step.output_types.empty() ? group.value(group.inputs.at(0)).type.device
                                               : step.output_types.front().device;
       step.kernel = std::move(kernels[index].first);
-      switch (kernels[index].second) {
+      step.shape_generic = kernels[index].second.shape_generic;
+      step.max_extent = kernels[index].second.max_extent;
+      switch (kernels[index].second.source) {
         case ZN_COMPILE_COMPILED: report.kernels_compiled += 1; break;
         case ZN_COMPILE_FROM_CACHE: report.kernel_cache_hits += 1; break;
         case ZN_COMPILE_NOTHING: report.groups_without_compile += 1; break;

@@ -19,6 +19,7 @@
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/operand_checks.h"
 #include "core/graph_json.h"
 #include "core/op_registry.h"
 #include "core/plugin_guard.h"
@@ -229,7 +230,11 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
     if (auto why = refusal(context, planned); !why.empty()) return fail(ZN_STATUS_UNSUPPORTED, why);
     std::unique_ptr<JitKernel> jit;
     zn_compile_source source = ZN_COMPILE_NOTHING;  // a cuBLASLt call compiles nothing
+    // Generated kernels and cuBLASLt calls read sizes and strides at every launch; only 32-bit
+    // offsets bound what a kernel serves.
+    std::int64_t max_extent = 0;
     if (auto* generated = std::get_if<GeneratedKernel>(&std::get<Planned>(planned))) {
+      if (!generated->index64()) max_extent = zenith::cuda::kMax32BitExtent;
       bool from_cache = false;
       jit = std::make_unique<JitKernel>(build(context, std::move(*generated), args->options_json, from_cache));
       source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
@@ -237,6 +242,10 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
       jit = std::make_unique<JitKernel>(std::get<MatmulProgram>(std::move(std::get<Planned>(planned))));
     }
     if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = source;
+    if (ZN_HAS_FIELD(args, zn_compile_args, max_extent)) {
+      args->shape_generic = 1;
+      args->max_extent = max_extent;
+    }
     args->kernel = reinterpret_cast<zn_kernel*>(jit.release());
     return nullptr;
   });

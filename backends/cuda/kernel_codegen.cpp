@@ -16,6 +16,9 @@ const std::string& GeneratedKernel::source() const {
 const std::vector<int>& GeneratedKernel::operands() const {
   return std::visit([](const auto& k) -> const std::vector<int>& { return k.operands; }, kernel);
 }
+bool GeneratedKernel::index64() const {
+  return std::visit([](const auto& k) { return k.index64; }, kernel);
+}
 
 namespace {
 

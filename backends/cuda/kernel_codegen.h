@@ -28,6 +28,8 @@ struct GeneratedKernel {
   const std::string& source() const;
   /// Value ids of the kernel's tensors, in launch order: the group's inputs, then its outputs.
   const std::vector<int>& operands() const;
+  /// The kernel computes offsets in 64 bits; otherwise it serves at most kMax32BitExtent elements.
+  bool index64() const;
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan)

@@ -44,16 +44,13 @@ bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64
 
 bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
                          const std::vector<std::int64_t>& shape) {
-  // Headroom below 2^31: grid-stride loops add a whole grid (or block) to a counter past the last
-  // element before they test it.
-  constexpr std::int64_t kLimit = std::numeric_limits<std::int32_t>::max() - (std::int64_t{1} << 24);
   std::int64_t numel = 1;
   for (auto s : shape) numel *= s;
-  if (numel > kLimit) return true;
+  if (numel > kMax32BitExtent) return true;
   // Offsets are in elements: the largest one an operand reaches must fit too.
   for (int id : operand_ids) {
     const auto& type = group.value(id).type;
-    if (type.storage_bytes() / static_cast<std::int64_t>(c10::elementSize(type.dtype)) > kLimit) return true;
+    if (type.storage_bytes() / static_cast<std::int64_t>(c10::elementSize(type.dtype)) > kMax32BitExtent) return true;
   }
   return false;
 }

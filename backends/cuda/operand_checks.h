@@ -18,8 +18,12 @@ void check_operand(const ir::Graph& group, int id);
 /// Whether `type` has exactly `shape` and is row-major contiguous (size-1 dimensions aside).
 bool is_contiguous_over(const ir::TensorType& type, const std::vector<std::int64_t>& shape);
 
+/// The most elements a kernel with 32-bit offsets serves: 2^24 below 2^31, because grid-stride
+/// counters run past the last element before they test it.
+constexpr std::int64_t kMax32BitExtent = std::int64_t{2147483647} - (std::int64_t{1} << 24);
+
 /// Whether offsets need 64 bits: the iteration space or some operand's memory span (in elements)
-/// comes within 2^24 of 2^31 (grid-stride counters run past the last element before the test).
+/// exceeds kMax32BitExtent.
 bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
                          const std::vector<std::int64_t>& shape);
 

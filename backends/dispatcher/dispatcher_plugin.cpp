@@ -86,14 +86,19 @@ zn_status* plugin_compile(void*, zn_compile_args* args) {
     if (auto why = refusal(kernel->group); !why.empty()) return fail(ZN_STATUS_UNSUPPORTED, why);
     for (const auto& node : kernel->group.nodes) kernel->calls.emplace_back(node);
     kernel->device_index = device_index_of(kernel->group);
-    // The ops are bound to the dispatcher, not compiled.
+    // The ops are bound to the dispatcher, not compiled, and ATen takes any sizes.
     if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = ZN_COMPILE_NOTHING;
+    if (ZN_HAS_FIELD(args, zn_compile_args, max_extent)) {
+      args->shape_generic = 1;
+      args->max_extent = 0;
+    }
     args->kernel = reinterpret_cast<zn_kernel*>(kernel.release());
     return nullptr;
   });
 }
 
-// Checks the launch's tensors against the group; returns why they do not fit, or empty.
+// Checks the launch's tensors against the group; returns why they do not fit, or empty. Sizes may
+// differ from the group's: the kernel is shape-generic (zn_compile_args.shape_generic).
 std::string launch_mismatch(const ir::Graph& group, const zn_launch_args* args) {
   if (args->num_inputs != group.inputs.size() || args->num_outputs != group.outputs.size()) {
     return fmt::format("the group takes {} inputs and {} outputs, the launch passed {} and {}", group.inputs.size(),
@@ -102,8 +107,7 @@ std::string launch_mismatch(const ir::Graph& group, const zn_launch_args* args) 
   for (size_t i = 0; i < args->num_inputs; ++i) {
     const auto& view = args->inputs[i];
     const auto& expected = group.value(group.inputs[i]).type;
-    bool fits = view.ndim == expected.rank() && from_dlpack_dtype(view.dtype) == expected.dtype &&
-                std::equal(expected.sizes.begin(), expected.sizes.end(), view.shape);
+    bool fits = view.ndim == expected.rank() && from_dlpack_dtype(view.dtype) == expected.dtype;
     if (!fits) {
       return fmt::format("input {} is {} [{}], the group expects {}", i, ir::dtype_name(from_dlpack_dtype(view.dtype)),
                          fmt::join(view.shape, view.shape + view.ndim, ", "), expected.to_string());

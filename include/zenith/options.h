@@ -12,6 +12,23 @@ namespace zenith {
 /// How much Zenith writes to stderr.
 enum class LogLevel { Debug = 0, Info = 1, Warn = 2, Error = 3, Off = 4 };
 
+/// A dimension of a forward argument made symbolic: one plan serves every size of it.
+struct DynamicDim {
+  int argument = 0;  ///< position of the tensor among forward's arguments (0 is the first)
+  int dim = 0;       ///< the dimension; negative counts from the last
+};
+
+/// How a compiled module meets sizes it has not seen (docs/dynamic-shapes.md).
+enum class DynamicShapes {
+  /// Every new exact signature is captured and planned again (a "recapture").
+  Off,
+  /// CompileOptions::dynamic_dims are symbolic from the first call; any other dimension becomes
+  /// symbolic once a call differs from the previous capture only in the sizes of tensor arguments.
+  /// A symbolic plan is fitted from a few extra captures at nearby sizes; later sizes are served by
+  /// substituting them into that plan, without capture, passes or compiles.
+  Auto,
+};
+
 /// Options of zenith::compile. Environment variables override some of them (named per field).
 struct CompileOptions {
   /// Backend names in priority order ("cpu", "example", ...); only these are used. Empty: every
@@ -33,6 +50,12 @@ struct CompileOptions {
   LogLevel log_level = LogLevel::Warn;
   /// Plans kept per compiled module (least recently used evicted first). At least 1.
   std::size_t plan_cache_size = 16;
+  /// Dynamic shapes. Overridden by ZENITH_DYNAMIC=off|auto.
+  DynamicShapes dynamic_shapes = DynamicShapes::Auto;
+  /// Dimensions symbolic from the first call (with DynamicShapes::Auto).
+  std::vector<DynamicDim> dynamic_dims;
+  /// Symbolic plans kept per compiled module (least recently used dropped first). At least 1.
+  std::size_t symbolic_plan_limit = 4;
   /// Runs every call eagerly. Overridden by ZENITH_DISABLE=1.
   bool disable = false;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
@@ -61,6 +84,10 @@ struct CacheStats {
   std::int64_t recaptures = 0;   ///< misses after the first capture (each logs, at info level, what changed)
   std::int64_t evictions = 0;    ///< plans dropped to respect plan_cache_size
   std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, gradients, fallback)
+  std::int64_t symbolic_plans = 0;   ///< symbolic plans fitted (each after its probe captures)
+  std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture
+  double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together
+  std::int64_t kernels_compiled = 0; ///< kernels backends compiled for this module, all plans together
   std::size_t size = 0;          ///< plans cached now
   std::size_t capacity = 0;      ///< plan_cache_size
 };
@@ -85,6 +112,9 @@ struct CompileReport {
   std::string fallback_reason;               ///< why, when it does
   std::string dump_path;                     ///< the JSON dump written, or empty
   CacheStats plan_cache;                     ///< the module's plan cache counters when this signature was captured
+  std::string symbolic;                      ///< dimensions this capture made symbolic, e.g. "argument 0 dim 1", or empty
+  std::string static_reason;                 ///< why dimensions asked to be symbolic were not, or empty
+  double probe_ms = 0;                       ///< extra captures and plans at probe sizes (in total_ms)
   /// A multi-line human-readable summary.
   std::string to_string() const;
 };

@@ -32,7 +32,8 @@
  *  - Option strings the host passes are never NULL ("{}" when empty).
  *
  * Versions: 1.0, the first stable version. 1.1 appends zn_compile_args.from_cache. 1.2 gives it a
- * third value, ZN_COMPILE_NOTHING (zn_compile_source).
+ * third value, ZN_COMPILE_NOTHING (zn_compile_source). 1.3 appends zn_compile_args.shape_generic and
+ * max_extent, so that one kernel can serve a plan whose sizes are symbolic.
  */
 #ifndef ZENITH_PLUGIN_H
 #define ZENITH_PLUGIN_H
@@ -49,7 +50,7 @@ extern "C" {
 /** ABI major version: a plugin of another major is never loaded. */
 #define ZN_ABI_MAJOR 1
 /** ABI minor version: grows when a field is appended to a table or argument struct. */
-#define ZN_ABI_MINOR 2
+#define ZN_ABI_MINOR 3
 
 /** Name of the one symbol a plugin exports (type: zn_plugin_get_api_fn). */
 #define ZN_PLUGIN_ENTRY_SYMBOL "zn_plugin_get_api"
@@ -143,6 +144,16 @@ typedef struct zn_compile_args {
   zn_kernel* kernel;        /**< out: the compiled kernel */
   int32_t from_cache;       /**< out (since 1.1): a zn_compile_source; the host counts compiles and
                                   cache hits from it */
+  int32_t shape_generic;    /**< out (since 1.3): 1 when the kernel may be launched on tensors whose
+                                 sizes and strides differ from the group's, as long as ranks, dtypes
+                                 and devices are the same, a size of 1 stays 1 and no other size
+                                 becomes 0 or 1. The host never assumes it of a plugin that leaves it
+                                 0 (every plugin older than 1.3): it compiles such a group again for
+                                 new sizes. */
+  int64_t max_extent;       /**< out (since 1.3): with shape_generic, the largest element count the
+                                 kernel handles, for the broadcast shape of its tensors and for each
+                                 tensor's extent (1 + its largest element offset); 0 means no limit.
+                                 Past it the host compiles the group again. */
 } zn_compile_args;
 
 /** Arguments of zn_plugin_api.launch. */

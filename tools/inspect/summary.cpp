@@ -73,6 +73,10 @@ void write_times(const CompileReport& report, std::ostream& out) {
   const auto& cache = report.plan_cache;
   out << fmt::format("plan cache at capture: {} hits, {} misses ({} recaptures), {} evictions, {} of {} plans\n",
                      cache.hits, cache.misses, cache.recaptures, cache.evictions, cache.size, cache.capacity);
+  out << fmt::format("dynamic shapes at capture: {} symbolic plans served {} new signatures; {} kernels compiled\n",
+                     cache.symbolic_plans, cache.instantiations, cache.kernels_compiled);
+  if (!report.symbolic.empty()) out << fmt::format("symbolic: {} (probes {:.3f} ms)\n", report.symbolic, report.probe_ms);
+  if (!report.static_reason.empty()) out << fmt::format("static: {}\n", report.static_reason);
   if (report.eager_fallback) out << fmt::format("eager fallback: {}\n", report.fallback_reason);
 }
 

@@ -1,0 +1,85 @@
+#include "capture/size_polynomial.h"
+
+namespace zenith::capture {
+
+ProbeDesign ProbeDesign::around(const std::vector<std::int64_t>& base) {
+  ProbeDesign design;
+  design.base = base;
+  const std::size_t n = base.size();
+  for (auto size : base) design.step.push_back(size >= 5 ? -1 : 1);
+  design.points.push_back(base);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int k = 1; k <= 2; ++k) {
+      auto point = base;
+      point[i] += k * design.step[i];
+      design.points.push_back(point);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = i + 1; j < n; ++j) {
+      auto point = base;
+      point[i] += design.step[i];
+      point[j] += design.step[j];
+      design.points.push_back(point);
+    }
+  }
+  // Far from the others, so that floor divisions and higher powers cannot agree with the fit by
+  // chance: half the base when that stays above the fitted points, else five past it.
+  std::vector<std::int64_t> check;
+  for (auto size : base) check.push_back(size >= 8 ? size / 2 + 1 : size + 5);
+  design.points.push_back(check);
+  return design;
+}
+
+std::optional<SizePolynomial> SizePolynomial::fit(const ProbeDesign& design, const std::vector<std::int64_t>& values) {
+  const std::size_t n = design.base.size();
+  SizePolynomial p;
+  p.base_ = design.base;
+  p.twice_linear_.assign(n, 0);
+  p.twice_quadratic_.assign(n, std::vector<std::int64_t>(n, 0));
+  // Finite differences with steps of +-1 (so 1/step == step): values one and two steps along
+  // dimension i give its slope and curvature, one step along i and j their product term.
+  const std::int64_t c0 = values.at(0);
+  p.twice_constant_ = 2 * c0;
+  auto one = [&](std::size_t i) { return values.at(1 + 2 * i); };
+  auto two = [&](std::size_t i) { return values.at(2 + 2 * i); };
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t d = design.step[i];
+    const std::int64_t twice_curvature = two(i) - 2 * one(i) + c0;
+    p.twice_quadratic_[i][i] = twice_curvature;
+    p.twice_linear_[i] = 2 * d * (one(i) - c0) - d * twice_curvature;
+  }
+  std::size_t index = 1 + 2 * n;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = i + 1; j < n; ++j) {
+      const std::int64_t cross = values.at(index++) - one(i) - one(j) + c0;
+      p.twice_quadratic_[i][j] = 2 * design.step[i] * design.step[j] * cross;
+    }
+  }
+  // Every point must agree, the check point most of all.
+  for (std::size_t k = 0; k < design.points.size(); ++k) {
+    auto value = p.at(design.points[k]);
+    if (!value || *value != values.at(k)) return std::nullopt;
+  }
+  return p;
+}
+
+std::optional<std::int64_t> SizePolynomial::at(const std::vector<std::int64_t>& sizes) const {
+  // 128-bit arithmetic: sizes and coefficients are far below 2^40 for any real tensor.
+  __int128 twice = twice_constant_;
+  const std::size_t n = base_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const __int128 x = static_cast<__int128>(sizes.at(i)) - base_[i];
+    twice += twice_linear_[i] * x;
+    for (std::size_t j = i; j < n; ++j) {
+      const __int128 y = static_cast<__int128>(sizes.at(j)) - base_[j];
+      twice += twice_quadratic_[i][j] * x * y;
+    }
+  }
+  if (twice % 2 != 0) return std::nullopt;
+  const __int128 value = twice / 2;
+  if (value > INT64_MAX || value < INT64_MIN) return std::nullopt;
+  return static_cast<std::int64_t>(value);
+}
+
+}  // namespace zenith::capture

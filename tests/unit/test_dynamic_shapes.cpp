@@ -1,0 +1,233 @@
+// Dynamic shapes on the CPU, by counts: a symbolic plan serves a sweep of sizes without recapture,
+// matches eager at every size, and refuses (with one recapture each) what it cannot serve. With
+// dynamic shapes off, every new signature is exactly one recapture.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include <torch/torch.h>
+
+#include "common_relative_error.h"
+#include "models/bert.h"
+#include "models/llama.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+constexpr double kTolerance = 1e-5;
+
+CompileOptions options_with(DynamicShapes mode, std::vector<DynamicDim> dims = {}) {
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  options.dynamic_shapes = mode;
+  options.dynamic_dims = std::move(dims);
+  return options;
+}
+
+struct LinearReluImpl : torch::nn::Module {
+  torch::nn::Linear linear{nullptr};
+  LinearReluImpl() { linear = register_module("linear", torch::nn::Linear(32, 48)); }
+  torch::Tensor forward(torch::Tensor x) { return torch::relu(linear(x)); }
+};
+TORCH_MODULE(LinearRelu);
+
+// The torture test at CPU size: batch 4, a fresh sequence length from 10..100 at every call.
+std::vector<std::int64_t> random_lengths(int count, unsigned seed, std::int64_t longest = 100) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int64_t> length(10, longest);
+  std::vector<std::int64_t> lengths;
+  for (int i = 0; i < count; ++i) lengths.push_back(length(rng));
+  return lengths;
+}
+
+TEST(DynamicShapes, DeclaredDimensionServesASweepWithoutRecapture) {
+  torch::NoGradGuard no_grad;
+  LinearRelu model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}}));
+  std::set<std::int64_t> distinct;
+  for (auto length : random_lengths(40, 1)) {
+    auto x = torch::randn({4, length, 32});
+    distinct.insert(length);
+    ASSERT_LE(relative_error(fast(x), model->forward(x)), kTolerance) << "length " << length;
+  }
+  auto stats = fast.stats();
+  EXPECT_EQ(stats.misses, 1);
+  EXPECT_EQ(stats.recaptures, 0);
+  EXPECT_EQ(stats.symbolic_plans, 1);
+  // Every other call is a hit or an instantiation (again, when the plan cache evicted its length).
+  EXPECT_GE(stats.instantiations, static_cast<std::int64_t>(distinct.size()) - 1);
+  EXPECT_EQ(stats.hits + stats.instantiations, 39);
+  EXPECT_EQ(fast.report().symbolic, "argument 0 dim 1");
+  EXPECT_TRUE(fast.report().static_reason.empty()) << fast.report().static_reason;
+  EXPECT_NE(fast.report().to_string().find("symbolic: argument 0 dim 1"), std::string::npos);
+}
+
+TEST(DynamicShapes, AutomaticModeMakesTheVaryingDimensionSymbolicAfterOneRecapture) {
+  torch::NoGradGuard no_grad;
+  LinearRelu model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto));
+  auto lengths = random_lengths(40, 2);
+  lengths.insert(lengths.begin(), {17, 23});  // two distinct lengths first
+  for (auto length : lengths) {
+    auto x = torch::randn({4, length, 32});
+    ASSERT_LE(relative_error(fast(x), model->forward(x)), kTolerance) << "length " << length;
+  }
+  auto stats = fast.stats();
+  EXPECT_EQ(stats.misses, 2);
+  EXPECT_EQ(stats.recaptures, 1);
+  EXPECT_EQ(stats.symbolic_plans, 1);
+  // Only the sequence changed: the batch stays exact, and a new batch is a new capture.
+  fast(torch::randn({6, 30, 32}));
+  EXPECT_EQ(fast.stats().recaptures, 2);
+}
+
+TEST(DynamicShapes, OffMeansExactlyOneRecapturePerNewSignature) {
+  torch::NoGradGuard no_grad;
+  LinearRelu model;
+  auto fast = compile(model, options_with(DynamicShapes::Off, {{0, 1}}));
+  std::set<std::int64_t> distinct;
+  for (auto length : random_lengths(30, 3)) {
+    auto x = torch::randn({4, length, 32});
+    distinct.insert(length);
+    ASSERT_LE(relative_error(fast(x), model->forward(x)), kTolerance);
+  }
+  auto stats = fast.stats();
+  EXPECT_EQ(stats.misses, static_cast<std::int64_t>(distinct.size()));
+  EXPECT_EQ(stats.recaptures, static_cast<std::int64_t>(distinct.size()) - 1);
+  EXPECT_EQ(stats.symbolic_plans, 0);
+  EXPECT_EQ(stats.instantiations, 0);
+}
+
+TEST(DynamicShapes, BertSequenceLengthIsSymbolicPositionIdsIncluded) {
+  torch::manual_seed(3);
+  torch::NoGradGuard no_grad;
+  auto config = models::BertConfig::small();
+  models::Bert model(config);
+  model->eval();
+  // Sequence length of both arguments, ids and mask: one symbol.
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}, {1, 1}}));
+  // BertConfig::small() has 64 positions.
+  for (auto length : random_lengths(12, 4, 64)) {
+    auto ids = torch::randint(config.vocab_size, {2, length}, torch::kLong);
+    auto mask = torch::ones({2, length}, torch::kLong);
+    mask.index_put_({0, torch::indexing::Slice(length / 2)}, 0);
+    ASSERT_LE(relative_error(fast(ids, mask), model->forward(ids, mask)), kTolerance) << "length " << length;
+  }
+  EXPECT_EQ(fast.stats().recaptures, 0) << fast.report().static_reason;
+  EXPECT_EQ(fast.stats().symbolic_plans, 1);
+  EXPECT_EQ(fast.report().symbolic, "argument 0 dim 1 = argument 1 dim 1");
+}
+
+TEST(DynamicShapes, LlamaCacheLengthIsSymbolicWhileDecoding) {
+  torch::manual_seed(4);
+  torch::NoGradGuard no_grad;
+  auto config = models::LlamaConfig::small();
+  models::Llama model(config);
+  model->eval();
+  auto fast = compile(model, options_with(DynamicShapes::Auto));
+  auto [k, v] = models::empty_cache(config, 1);
+  auto prompt = torch::randint(config.vocab_size, {1, 6}, torch::kLong);
+  auto [logits, k1, v1] = model->forward(prompt, k, v);
+  k = k1, v = v1;
+  auto ek = k, ev = v;
+  // Every decode step has a cache one longer: a new signature each time.
+  for (int step = 0; step < 12; ++step) {
+    auto token = torch::randint(config.vocab_size, {1, 1}, torch::kLong);
+    auto [l1, k2, v2] = fast(token, k, v);
+    auto [l2, ek2, ev2] = model->forward(token, ek, ev);
+    ASSERT_LE(relative_error(l1, l2), kTolerance) << "step " << step;
+    ASSERT_LE(relative_error(k2, ek2), kTolerance) << "step " << step;
+    k = k2, v = v2, ek = ek2, ev = ev2;
+  }
+  auto stats = fast.stats();
+  EXPECT_EQ(stats.misses, 2) << fast.report().static_reason;
+  EXPECT_EQ(stats.symbolic_plans, 1);
+  EXPECT_EQ(stats.instantiations, 10);
+}
+
+TEST(DynamicShapes, SizesOfOneAndOtherDimensionsAreGuarded) {
+  torch::NoGradGuard no_grad;
+  LinearRelu model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}}));
+  fast(torch::randn({4, 50, 32}));
+  // Length 1 broadcasts differently: captured on its own.
+  auto one = torch::randn({4, 1, 32});
+  EXPECT_LE(relative_error(fast(one), model->forward(one)), kTolerance);
+  EXPECT_EQ(fast.stats().recaptures, 1);
+  // A non-contiguous input has another layout than the plan's.
+  auto transposed = torch::randn({4, 32, 60}).transpose(1, 2);
+  EXPECT_LE(relative_error(fast(transposed), model->forward(transposed)), kTolerance);
+  EXPECT_EQ(fast.stats().recaptures, 2);
+  auto x = torch::randn({4, 70, 32});
+  EXPECT_LE(relative_error(fast(x), model->forward(x)), kTolerance);
+  EXPECT_EQ(fast.stats().recaptures, 2) << "length 70 is served by the symbolic plan";
+}
+
+// Halving the length: no polynomial, so the dimension stays exact and says why.
+struct FirstHalfImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x) { return x.narrow(1, 0, x.size(1) / 2) * 2; }
+};
+TORCH_MODULE(FirstHalf);
+
+TEST(DynamicShapes, WhatNoPolynomialFollowsStaysStaticAndSaysWhy) {
+  torch::NoGradGuard no_grad;
+  FirstHalf model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}}));
+  std::set<std::int64_t> distinct;
+  for (auto length : random_lengths(10, 5)) {
+    auto x = torch::randn({3, length});
+    distinct.insert(length);
+    ASSERT_TRUE(torch::equal(fast(x), model->forward(x))) << "length " << length;
+  }
+  EXPECT_EQ(fast.stats().symbolic_plans, 0);
+  EXPECT_EQ(fast.stats().recaptures, static_cast<std::int64_t>(distinct.size()) - 1);
+}
+
+TEST(DynamicShapes, TheRefusalNamesTheInteger) {
+  torch::NoGradGuard no_grad;
+  FirstHalf model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}}));
+  fast(torch::randn({3, 40}));
+  const auto reason = fast.report().static_reason;
+  EXPECT_NE(reason.find("argument 0 dim 1 cannot be symbolic"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("no polynomial of degree 2"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("20 at [40]"), std::string::npos) << reason;
+}
+
+struct NormalizedImpl : torch::nn::Module {
+  torch::nn::BatchNorm1d norm{nullptr};
+  NormalizedImpl() { norm = register_module("norm", torch::nn::BatchNorm1d(8)); }
+  torch::Tensor forward(torch::Tensor x) { return norm(x); }
+};
+TORCH_MODULE(Normalized);
+
+TEST(DynamicShapes, AForwardThatUpdatesStatisticsIsNotProbed) {
+  torch::NoGradGuard no_grad;
+  Normalized model;
+  model->train();
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 0}}));
+  auto x = torch::randn({16, 8});
+  auto before = model->norm->running_mean.clone();
+  fast(x);
+  EXPECT_NE(fast.report().static_reason.find("writes memory in place"), std::string::npos) << fast.report().static_reason;
+  EXPECT_EQ(fast.stats().symbolic_plans, 0);
+  // One capture ran the forward once, as eager would: the statistics moved once, not per probe.
+  auto expected = before * 0.9 + x.mean(0) * 0.1;
+  EXPECT_TRUE(torch::allclose(model->norm->running_mean, expected, 1e-5, 1e-6));
+}
+
+TEST(DynamicShapes, DeclaredDimensionsAreChecked) {
+  torch::NoGradGuard no_grad;
+  LinearRelu model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{3, 0}}));
+  auto x = torch::randn({4, 9, 32});
+  EXPECT_LE(relative_error(fast(x), model->forward(x)), kTolerance);
+  EXPECT_NE(fast.report().static_reason.find("argument 3 is not a tensor argument"), std::string::npos)
+      << fast.report().static_reason;
+}
+
+}  // namespace
+}  // namespace zenith
