@@ -159,6 +159,9 @@ zn_status* example_compile(void* plugin_ctx, zn_compile_args* args) noexcept {
     args->kernel = nullptr;
     // The group text dies with this call; the Program is a copy of everything the kernel needs.
     auto* kernel = new zn_kernel{zn_example::parse_group(args->group_json, args->group_json_size)};
+    // zn_compile_args.shape_generic (ABI 1.3) stays 0: check_tensors holds every launch to the
+    // group's exact sizes, so for a symbolic plan the host compiles the group again per size. A
+    // plugin whose kernels read sizes at launch sets it to 1 (and max_extent to its limit).
     context->live_kernels.fetch_add(1);
     args->kernel = kernel;
     return nullptr;

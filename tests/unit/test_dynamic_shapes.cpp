@@ -219,6 +219,29 @@ TEST(DynamicShapes, AForwardThatUpdatesStatisticsIsNotProbed) {
   EXPECT_TRUE(torch::allclose(model->norm->running_mean, expected, 1e-5, 1e-6));
 }
 
+// The example plugin (plugins/example) leaves zn_compile_args.shape_generic 0: each new size
+// compiles its group again, and the instance still serves the call without a recapture.
+TEST(DynamicShapes, KernelsThatAreNotShapeGenericAreCompiledAgainPerSize) {
+  torch::NoGradGuard no_grad;
+  auto options = options_with(DynamicShapes::Auto, {{0, 0}, {1, 0}});
+  options.plugin_paths = {ZENITH_EXAMPLE_PLUGIN_DIR};
+  options.backends = {"example", "cpu"};
+  auto fn = [](at::Tensor x, at::Tensor y) { return torch::sigmoid(torch::relu(x) * y + x) - y; };
+  auto fast = compile(fn, options);
+  fast(torch::randn({40, 7}), torch::randn({40, 7}));
+  ASSERT_EQ(fast.report().nodes_per_backend.count("example"), 1u) << fast.report().to_string();
+  const auto before = fast.stats();
+  ASSERT_EQ(before.symbolic_plans, 1) << fast.report().static_reason;
+  for (std::int64_t rows : {41, 12, 90}) {
+    auto x = torch::randn({rows, 7}), y = torch::randn({rows, 7});
+    ASSERT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6)) << rows << " rows";
+  }
+  const auto after = fast.stats();
+  EXPECT_EQ(after.recaptures, 0);
+  EXPECT_EQ(after.instantiations, 3);
+  EXPECT_EQ(after.kernels_compiled - before.kernels_compiled, 3) << "one compile of the fused group per size";
+}
+
 TEST(DynamicShapes, DeclaredDimensionsAreChecked) {
   torch::NoGradGuard no_grad;
   LinearRelu model;
