@@ -193,22 +193,6 @@ struct Problem {
                        static_cast<int>(epilogue), text(first), text(second), text(out), batch, bias != nullptr,
                        bias_alignment, device);
   }
-
-  /// The problem with its output's row count M (cuBLASLt's out columns, the dimension a sequence
-  /// length or batch scales) rounded up to a power of two: problems of one class share an
-  /// algorithm, so that time grows smoothly with M instead of jumping wherever the heuristic's
-  /// choice changes (dynamic shapes meet every M).
-  std::string size_class() const {
-    std::uint64_t bucket = 1;
-    while (bucket < out.cols) bucket <<= 1;
-    // The second factor carries M: its columns (op N, stored K x M) or its rows (op T).
-    const auto k = second.op == CUBLAS_OP_N ? second.rows : second.cols;
-    return fmt::format("t{} e{} | {}{}x{} ld{} s{} a{} | {} K{} a{} | out {} M<={} a{} | batch {} | bias {} a{} | device {}",
-                       static_cast<int>(type), static_cast<int>(epilogue), first.op == CUBLAS_OP_T ? "T" : "N",
-                       first.rows, first.cols, first.ld, first.batch_stride, first.alignment,
-                       second.op == CUBLAS_OP_T ? "T" : "N", k, second.alignment, out.rows, bucket, out.alignment, batch,
-                       bias != nullptr, bias_alignment, device);
-  }
 };
 
 Layout make_layout(const Problem& problem, const LtMatrix& m) {
@@ -232,10 +216,7 @@ struct CachedMatmul {
   std::mutex mutex;
 };
 
-// The descriptors of `problem`, and `known`'s algorithm when cuBLASLt accepts it for them (null
-// `known` or a refusal: the heuristic chooses).
-std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem,
-                                               const CachedMatmul* known) {
+std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem) {
   auto cached = std::make_unique<CachedMatmul>();
   cublasLtMatmulDesc_t desc = nullptr;
   // Full float32 accumulation for every dtype: PyTorch's default float32 matmul is not TF32.
@@ -265,14 +246,6 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
                      std::min(problem.out.alignment, problem.bias_alignment));
 
   cublasLtMatmulHeuristicResult_t result{};
-  if (known != nullptr &&
-      cublasLtMatmulAlgoCheck(handle, desc, cached->first.get(), cached->second.get(), cached->out.get(),
-                              cached->out.get(), &known->algo, &result) == CUBLAS_STATUS_SUCCESS &&
-      result.workspaceSize <= kMaxWorkspaceBytes) {
-    cached->algo = known->algo;
-    cached->workspace_bytes = result.workspaceSize;
-    return cached;
-  }
   int found = 0;
   check(cublasLtMatmulAlgoGetHeuristic(handle, desc, cached->first.get(), cached->second.get(), cached->out.get(),
                                        cached->out.get(), raw_preference, 1, &result, &found),
@@ -367,18 +340,12 @@ struct CublasLtMatmul::State {
   cublasLtHandle_t handle = nullptr;
   mutable std::mutex mutex;  // guards `cache`
   std::map<std::string, std::unique_ptr<CachedMatmul>> cache;
-  std::map<std::string, const CachedMatmul*> first_of_class;  // by Problem::size_class
 
   CachedMatmul& cached(const Problem& problem) {
     auto key = problem.key();
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
-    if (it != cache.end()) return *it->second;
-    auto size_class = problem.size_class();
-    auto known = first_of_class.find(size_class);
-    it = cache.emplace(key, choose_algorithm(handle, problem, known == first_of_class.end() ? nullptr : known->second))
-             .first;
-    if (known == first_of_class.end()) first_of_class.emplace(size_class, it->second.get());
+    if (it == cache.end()) it = cache.emplace(key, choose_algorithm(handle, problem)).first;
     return *it->second;
   }
 

@@ -162,15 +162,21 @@ int run(const Settings& settings) {
     }
   };
 
-  // Warm-up: the longest length first (the allocator grows to it once), then one other; the second
-  // call of a new length pattern makes the sequence dimension symbolic.
+  // Warm-up: the longest length first (the allocator grows to it once), then one other, whose new
+  // length makes the sequence dimension symbolic; then one length per power of two of the matrix
+  // product's row count (batch x length), so that cuBLASLt's first use of each kernel family
+  // (module loading, its heuristic) falls here, as it would in eager's warm-up.
   double first_call_ms = 0;
-  for (std::int64_t length : {longest, (shortest + longest) / 2}) {
+  std::vector<std::int64_t> warm_up = {longest, (shortest + longest) / 2};
+  for (std::int64_t rows = 1; rows <= batch * longest; rows *= 2) {
+    if (rows >= batch * shortest) warm_up.push_back(rows / batch);
+  }
+  for (std::int64_t length : warm_up) {
     auto x = input(length);
     torch::Tensor got;
     const double ms = timed_ms(settings.device, [&] { got = fast(x); });
     if (first_call_ms == 0) first_call_ms = ms;
-    check(got, model->forward(x), length);
+    check(got, model->forward(x), length);  // eager's warm-up too
   }
   const auto warmed = fast.stats();
 
