@@ -1,0 +1,89 @@
+#include "timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/cuda.h>
+
+namespace zenith::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since_ms(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// One call's milliseconds: between two CUDA events on the current stream, so that the figure is
+// the device's, not the host's view of an asynchronous launch.
+double one_call_ms(const torch::Device& device, const std::function<void()>& body) {
+  if (!device.is_cuda()) return wall_ms(device, body);
+  at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+  start.record();
+  body();
+  stop.record();
+  stop.synchronize();
+  return start.elapsed_time(stop);
+}
+
+std::int64_t allocated_bytes(const torch::Device& device, bool peak) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+  const auto& stat = stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  return peak ? stat.peak : stat.current;
+}
+
+}  // namespace
+
+Samples summarize(std::vector<double> ms) {
+  Samples s;
+  s.reps = static_cast<int>(ms.size());
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  s.median_ms = ms[ms.size() / 2];
+  s.p90_ms = ms[std::min(ms.size() - 1, static_cast<std::size_t>(std::ceil(0.9 * ms.size())) - 1)];
+  s.max_ms = ms.back();
+  return s;
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+double wall_ms(const torch::Device& device, const std::function<void()>& body) {
+  synchronize(device);
+  const auto start = Clock::now();
+  body();
+  synchronize(device);
+  return since_ms(start);
+}
+
+Samples time_calls(const torch::Device& device, const std::function<void()>& body, double seconds, int min_reps,
+                   int max_reps) {
+  std::vector<double> ms;
+  const auto start = Clock::now();
+  while (static_cast<int>(ms.size()) < max_reps &&
+         (static_cast<int>(ms.size()) < min_reps || since_ms(start) < 1000 * seconds)) {
+    ms.push_back(one_call_ms(device, body));
+  }
+  return summarize(std::move(ms));
+}
+
+PeakMemory::PeakMemory(const torch::Device& device) : device_(device) {
+  if (!device_.is_cuda()) return;
+  synchronize(device_);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index() < 0 ? 0 : device_.index());
+  base_ = allocated_bytes(device_, /*peak=*/false);
+}
+
+double PeakMemory::extra_mb() const {
+  if (!device_.is_cuda()) return std::numeric_limits<double>::quiet_NaN();
+  synchronize(device_);
+  return static_cast<double>(allocated_bytes(device_, /*peak=*/true) - base_) / (1 << 20);
+}
+
+}  // namespace zenith::bench

@@ -1,0 +1,47 @@
+// How the suite times calls: CUDA events around each call on a GPU (the host clock on the CPU),
+// one call at a time with the device synchronized in between, so that a call's time includes the
+// host launching it; medians and 90th percentiles over many calls; peak device memory.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace zenith::bench {
+
+struct Samples {
+  double median_ms = 0;
+  double p90_ms = 0;
+  double max_ms = 0;
+  int reps = 0;
+};
+
+/// Median, 90th percentile and maximum of `ms` (empty: zeros).
+Samples summarize(std::vector<double> ms);
+
+/// Waits for the device's queued work (nothing on the CPU).
+void synchronize(const torch::Device& device);
+
+/// Wall-clock milliseconds of `body`, the device synchronized before and after: what a caller
+/// waits, host work (tracing, compiling) included.
+double wall_ms(const torch::Device& device, const std::function<void()>& body);
+
+/// Times `body` one call at a time until `seconds` are spent, at least `min_reps` and at most
+/// `max_reps` times. Warm-up is the caller's business.
+Samples time_calls(const torch::Device& device, const std::function<void()>& body, double seconds, int min_reps,
+                   int max_reps);
+
+/// Device memory allocated above what was allocated when it was made, at its peak: what a mode
+/// needs beyond the weights and inputs every mode shares. NaN on the CPU.
+class PeakMemory {
+ public:
+  explicit PeakMemory(const torch::Device& device);
+  double extra_mb() const;
+
+ private:
+  torch::Device device_;
+  std::int64_t base_ = 0;
+};
+
+}  // namespace zenith::bench

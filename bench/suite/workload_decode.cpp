@@ -1,0 +1,162 @@
+// The LLaMA-style decoder generating with a KV cache: a prompt in one call, then one token per
+// call, each call returning the grown caches. The tokens fed after the prompt are fixed in
+// advance (the same for every mode) rather than sampled, so that every mode does the same work
+// whatever its rounding; sampling (an argmax) costs nothing next to a step.
+// Tokens per second are over the new tokens of a warm generation (the second and later); the
+// first generation, which pays for every capture and compile, is reported apart.
+#include <torch/torch.h>
+
+#include "accuracy.h"
+#include "case_files.h"
+#include "fixed_shape.h"
+#include "models/llama.h"
+#include "models/llama_safetensors.h"
+#include "timing.h"
+#include "workloads.h"
+
+namespace zenith::bench {
+
+namespace {
+
+using zenith::models::Llama;
+using zenith::models::LlamaConfig;
+
+struct Decode {
+  LlamaConfig config;
+  at::Tensor prompt;  // [1, prompt]
+  at::Tensor tokens;  // [1, new tokens], fed one at a time
+  torch::TensorOptions cache_options;
+  c10::ScalarType dtype = c10::ScalarType::Half;
+};
+
+struct Generation {
+  double prompt_ms = 0;
+  double decode_ms = 0;
+  Tensors logits;  // of the prompt and of the first new token: what is checked
+};
+
+Generation generate(const Context& context, const Decode& d, const Call& step) {
+  Generation g;
+  auto [k, v] = zenith::models::empty_cache(d.config, 1, d.cache_options);
+  Tensors out;
+  g.prompt_ms = wall_ms(context.device, [&] { out = step({d.prompt, k, v}); });
+  g.logits.push_back(out.at(0));
+  g.decode_ms = wall_ms(context.device, [&] {
+    for (std::int64_t i = 0; i < d.tokens.size(1); ++i) {
+      out = step({d.tokens.narrow(1, i, 1), out.at(1), out.at(2)});
+      if (i == 0) g.logits.push_back(out.at(0));
+    }
+  });
+  return g;
+}
+
+// Every weight a step reads in full: all but the token embedding, of which a step reads one row.
+double streamed_weight_bytes(const Llama& model) {
+  double bytes = 0;
+  for (const auto& item : model->named_parameters(true)) {
+    if (item.key() != "embed_tokens.weight") bytes += static_cast<double>(item.value().nbytes());
+  }
+  return bytes;
+}
+
+Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker& maker, const Decode& d,
+                   Tensors& expected) {
+  Result r = named_result(spec, maker.name);
+  const PeakMemory memory(context.device);
+  Mode mode;
+  r.setup_ms = wall_ms(context.device, [&] { mode = maker.make(); });
+  const auto first = generate(context, d, mode.call);
+  r.first_call_ms = first.prompt_ms;
+  r.extra["first_generation_ms"] = first.prompt_ms + first.decode_ms;
+  // Checked on the second generation: the first one's calls are Zenith's captures, which return
+  // the trace's own eager result.
+  const auto second = generate(context, d, mode.call);
+  if (expected.empty()) {
+    expected = second.logits;
+    r.max_rel_error = 0;
+  } else {
+    r.max_rel_error = check_close(second.logits, expected, d.dtype, maker.name + " logits against eager");
+  }
+  // Whole generations, as a user runs them; at least three so that the median means something.
+  std::vector<double> per_token_ms, prompt_ms;
+  const auto start = std::chrono::steady_clock::now();
+  const int passes = context.smoke ? 1 : 3;
+  while (static_cast<int>(per_token_ms.size()) < passes ||
+         (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(context.seconds_per_mode) &&
+          per_token_ms.size() < 10)) {
+    const auto g = generate(context, d, mode.call);
+    per_token_ms.push_back(g.decode_ms / static_cast<double>(d.tokens.size(1)));
+    prompt_ms.push_back(g.prompt_ms);
+  }
+  const auto samples = summarize(per_token_ms);
+  r.median_ms = samples.median_ms;
+  r.p90_ms = samples.p90_ms;
+  r.reps = samples.reps;
+  r.peak_mb = memory.extra_mb();
+  r.extra["tokens_per_s"] = 1000.0 / samples.median_ms;
+  r.extra["prompt_ms"] = summarize(prompt_ms).median_ms;
+  r.extra["new_tokens"] = d.tokens.size(1);
+  r.extra["prompt_tokens"] = d.prompt.size(1);
+  if (mode.info) r.extra["plan"] = mode.info();
+  return r;
+}
+
+}  // namespace
+
+std::vector<Result> run_decode(const Context& context, const CaseSpec& spec) {
+  Decode d;
+  d.config = spec.text("config") == "tinyllama" ? LlamaConfig::tinyllama() : LlamaConfig::small();
+  d.dtype = spec.dtype();
+  d.cache_options = torch::TensorOptions().dtype(d.dtype).device(context.device);
+  CaseFiles files(context, spec);
+  Llama model(d.config);
+  model->eval();
+  model->to(context.device, d.dtype);
+  // The weights come as a Hugging Face checkpoint would: HF names, through the zoo's loader.
+  if (files.present()) zenith::models::load_llama_safetensors(model, files.weights_path());
+  const auto tokens = torch::TensorOptions().dtype(torch::kLong);
+  d.prompt = files.input("prompt", [&] { return torch::randint(d.config.vocab_size, {1, spec.integer("prompt")}, tokens); });
+  d.tokens = files.input("tokens", [&] { return torch::randint(d.config.vocab_size, {1, spec.integer("new_tokens")}, tokens); });
+  const double weight_bytes = streamed_weight_bytes(model);
+
+  const Call eager = call_with<3>([model](at::Tensor t, at::Tensor k, at::Tensor v) mutable { return model->forward(t, k, v); });
+  Tensors expected;
+  std::vector<Result> results;
+  Result eager_result = named_result(spec, "eager");
+  try {
+    c10::InferenceMode inference;
+    eager_result = decode_mode(context, spec, {"eager", [&] { return Mode{eager, nullptr}; }}, d, expected);
+    if (files.present()) {
+      const Tensors python = {files.python_output("prompt_logits"), files.python_output("first_step_logits")};
+      eager_result.extra["python_eager_rel_error"] = check_close(expected, python, d.dtype, "C++ eager against Python eager");
+    }
+  } catch (const std::exception& error) {
+    eager_result.fail(error_message(error));
+  }
+  results.push_back(eager_result);
+  torch::NoGradGuard no_grad;
+  const auto new_tokens = spec.integer("new_tokens");
+  for (const auto& maker : standard_modes(context, files, [&spec, model, new_tokens] {
+         auto options = zenith_options(spec.name);
+         // Room for a plan per cache length of a generation, so that the second one replays them.
+         options.plan_cache_size = static_cast<std::size_t>(new_tokens + 8);
+         auto fast = zenith::compile(model, options);
+         return Mode{call_with<3>(fast), [fast] { return zenith_info(fast); }};
+       })) {
+    Result r = named_result(spec, maker.name);
+    if (expected.empty()) {
+      r.fail("eager failed, so there is nothing to check against");
+    } else {
+      try {
+        r = decode_mode(context, spec, maker, d, expected);
+      } catch (const std::exception& error) {
+        r.fail(error_message(error));
+      }
+    }
+    results.push_back(r);
+  }
+  for (auto& r : results) r.extra["weight_bytes"] = weight_bytes;
+  return results;
+}
+
+}  // namespace zenith::bench
