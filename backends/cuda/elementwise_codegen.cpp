@@ -20,16 +20,51 @@ struct Operand {
   std::uint32_t broadcast_mask;  // dimensions (of the iteration space) where the operand has size 1
 };
 
-Operand classify(const ir::Graph& group, int id, const std::vector<std::int64_t>& shape) {
+// The iteration order: the shape operand's dimensions from its largest stride to its smallest
+// (stable, so row-major tensors keep theirs). Iterating in memory order makes a channels-last
+// output, and every operand laid out like it, contiguous in the kernel's index space.
+std::vector<int> memory_order(const ir::TensorType& out, std::size_t rank) {
+  std::vector<std::int64_t> strides(rank, 0);
+  const std::size_t offset = rank - out.strides.size();
+  for (std::size_t d = 0; d < out.strides.size(); ++d) strides[offset + d] = out.sizes[d] == 1 ? 0 : out.strides[d];
+  std::vector<int> order(rank);
+  for (std::size_t d = 0; d < rank; ++d) order[d] = static_cast<int>(d);
+  // Size-1 dimensions (stride 0 above) stay where they are relative to each other; they move no data.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (strides[a] == 0 || strides[b] == 0) return false;
+    return strides[a] > strides[b];
+  });
+  return order;
+}
+
+// `type` right-aligned into `order.size()` dimensions (leading ones of size 1) and permuted.
+ir::TensorType in_order(const ir::TensorType& type, const std::vector<int>& order) {
+  const std::size_t rank = order.size();
+  std::vector<std::int64_t> sizes(rank, 1), strides(rank, 0);
+  const std::size_t offset = rank - type.sizes.size();
+  for (std::size_t d = 0; d < type.sizes.size(); ++d) {
+    sizes[offset + d] = type.sizes[d];
+    strides[offset + d] = type.strides[d];
+  }
+  ir::TensorType permuted = type;
+  permuted.sizes.clear();
+  permuted.strides.clear();
+  for (int d : order) {
+    permuted.sizes.push_back(sizes[static_cast<std::size_t>(d)]);
+    permuted.strides.push_back(strides[static_cast<std::size_t>(d)]);
+  }
+  return permuted;
+}
+
+Operand classify(const ir::Graph& group, int id, const std::vector<std::int64_t>& shape, const std::vector<int>& order) {
   check_operand(group, id);
-  const auto& type = group.value(id).type;
-  if (type.rank() > static_cast<std::int64_t>(shape.size())) {
+  if (group.value(id).type.rank() > static_cast<std::int64_t>(shape.size())) {
     throw Unsupported{fmt::format("value %{} has more dimensions than the outputs", id)};
   }
+  const auto type = in_order(group.value(id).type, order);
   Operand op{id, type.dtype, OperandClass::Strided, 0};
-  std::size_t offset = shape.size() - type.sizes.size();
   for (std::size_t d = 0; d < shape.size(); ++d) {
-    std::int64_t size = d < offset ? 1 : type.sizes[d - offset];
+    std::int64_t size = type.sizes[d];
     if (size != shape[d] && size != 1) throw Unsupported{fmt::format("value %{} does not broadcast to the outputs", id)};
     if (size == 1 && shape[d] != 1) op.broadcast_mask |= 1u << d;
   }
@@ -61,12 +96,17 @@ class Generator {
       const auto& best = group_.value(group_.outputs[largest]).type;
       if (type.numel() > best.numel() || (type.numel() == best.numel() && type.rank() > best.rank())) largest = o;
     }
-    shape_ = group_.value(group_.outputs[largest]).type.sizes;
+    const auto& shape_type = group_.value(group_.outputs[largest]).type;
     kernel_.shape_operand = static_cast<int>(group_.inputs.size() + largest);
-    if (shape_.empty()) shape_ = {1};
-    for (int id : group_.inputs) operands_.push_back(classify(group_, id, shape_));
+    const std::size_t rank = std::max<std::size_t>(shape_type.sizes.size(), 1);
+    auto order = memory_order(shape_type, rank);
+    shape_ = in_order(shape_type, order).sizes;
+    bool identity = true;
+    for (std::size_t d = 0; d < order.size(); ++d) identity = identity && order[d] == static_cast<int>(d);
+    if (!identity) kernel_.order = order;
+    for (int id : group_.inputs) operands_.push_back(classify(group_, id, shape_, order));
     for (int id : group_.outputs) {
-      operands_.push_back(classify(group_, id, shape_));
+      operands_.push_back(classify(group_, id, shape_, order));
       if (operands_.back().cls == OperandClass::Scalar && shape_ != std::vector<std::int64_t>{1}) {
         operands_.back().cls = OperandClass::Strided;
       }
@@ -284,12 +324,16 @@ std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const 
   bool aligned = true;
   std::vector<std::int64_t> words{numel, 0};
   words.insert(words.end(), shape.begin(), shape.end());
+  // Dimension j of the kernel's index space is dimension order[j] of the tensors (memory order).
+  auto dim = [&](std::size_t j) { return kernel.order.empty() ? j : static_cast<std::size_t>(kernel.order[j]); };
+  for (std::size_t j = 0; j < shape.size(); ++j) words[2 + j] = shape[dim(j)];
   for (const DLTensor* t : operands) {
     auto* base = static_cast<char*>(t->data) + t->byte_offset;
     aligned = aligned && reinterpret_cast<std::uintptr_t>(base) % 16 == 0;
     words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(base)));
     std::size_t offset = shape.size() - static_cast<std::size_t>(t->ndim);
-    for (std::size_t d = 0; d < shape.size(); ++d) {
+    for (std::size_t j = 0; j < shape.size(); ++j) {
+      const std::size_t d = dim(j);
       bool present = d >= offset && t->shape[d - offset] != 1;
       words.push_back(present ? t->strides[d - offset] : 0);
     }

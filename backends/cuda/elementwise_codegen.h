@@ -44,6 +44,10 @@ struct ElementwiseKernel {
   /// to it and is stored once per element of its own, from the iteration with 0 in its broadcast
   /// dimensions.
   int shape_operand = 0;
+  /// The iteration order: dimension j of the kernel's index space is dimension order[j] of the
+  /// (right-aligned) tensors, the shape operand's memory order; empty when that is row-major. The
+  /// code is the same for every order, so groups of one key share it; launches apply their own.
+  std::vector<int> order;
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),

@@ -191,5 +191,45 @@ TEST(ElementwiseCodegen, ArgumentsFollowTheDocumentedLayout) {
   EXPECT_EQ(words[4 + 3 + 2], 1);
 }
 
+// relu(x * scale + x) on [N, C, H, W] in channels-last memory with a [C, 1, 1] scale: the kernel
+// iterates in memory order (N, H, W, C), where x and the output are contiguous.
+ir::Graph channels_last_group() {
+  GraphBuilder b;
+  int x = b.input({2, 8, 5, 7}, at::kHalf);
+  int scale = b.input({8, 1, 1}, at::kHalf);
+  int t = b.op("aten::mul", "Tensor", {value("self", x), value("other", scale)});
+  int u = b.op("aten::add", "Tensor", {value("self", t), value("other", x), scalar("alpha", 1)});
+  int y = b.op("aten::relu", "", {value("self", u)});
+  auto graph = on_cuda(b.finish({y}));
+  for (auto& v : graph.values) {
+    if (v && v->type.sizes.size() == 4) v->type.strides = {8 * 5 * 7, 1, 7 * 8, 8};
+  }
+  return graph;
+}
+
+TEST(ElementwiseCodegen, ChannelsLastIteratesInMemoryOrder) {
+  auto kernel = generate_or_fail(channels_last_group());
+  EXPECT_EQ(kernel.order, (std::vector<int>{0, 2, 3, 1}));
+  ASSERT_EQ(kernel.classes.size(), 3u);
+  EXPECT_EQ(kernel.classes[0], OperandClass::Contiguous);  // x
+  EXPECT_EQ(kernel.classes[1], OperandClass::Strided);     // the broadcast scale
+  EXPECT_EQ(kernel.classes[2], OperandClass::Contiguous);  // the output
+  expect_compiles(kernel);
+  // Row-major groups keep their order (and their keys).
+  EXPECT_TRUE(generate_or_fail(chain({64, 128}, at::kFloat, {128})).order.empty());
+
+  // At launch, shape and strides come in memory order: [2, 5, 7, 8].
+  auto x = at::randn({2, 8, 5, 7}).contiguous(at::MemoryFormat::ChannelsLast);
+  auto scale = at::randn({8, 1, 1});
+  auto out = at::empty_like(x);
+  using codegen_test::view;
+  DLTensor vx = view(x), vs = view(scale), vo = view(out);
+  auto words = pack_arguments(kernel, {&vx, &vs, &vo});
+  ASSERT_EQ(words.size(), 2u + 4u + 3u * (1u + 4u));
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 2, words.begin() + 6), (std::vector<std::int64_t>{2, 5, 7, 8}));
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 7, words.begin() + 11), (std::vector<std::int64_t>{280, 56, 8, 1}));
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 12, words.begin() + 16), (std::vector<std::int64_t>{0, 0, 0, 1}));
+}
+
 }  // namespace
 }  // namespace zenith::cuda

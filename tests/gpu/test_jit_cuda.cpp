@@ -81,6 +81,27 @@ TEST_F(JitCuda, LayoutsBroadcastsAndMisalignment) {
   }
 }
 
+// Channels-last activations with a per-channel scale and a residual, as in a convolutional
+// network: the kernel iterates in memory order (tests/cuda/test_elementwise_codegen.cpp checks
+// the order); here the results must match eager in three dtypes and odd sizes.
+TEST_F(JitCuda, ChannelsLastRunsInMemoryOrder) {
+  torch::NoGradGuard no_grad;
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    auto options = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
+    auto x = torch::randn({3, 24, 13, 11}, options).contiguous(at::MemoryFormat::ChannelsLast);
+    auto scale = torch::randn({24, 1, 1}, options);
+    auto fn = [](at::Tensor x, at::Tensor scale) { return torch::relu(x * scale + x); };
+    auto fast = compile(fn, strict());
+    fast(x, scale);
+    auto got = fast(x, scale);
+    auto want = fn(x, scale);
+    EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast)) << c10::toString(dtype);
+    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), dtype == at::kFloat ? 1e-6 : 1e-2)
+        << c10::toString(dtype);
+    EXPECT_EQ(fast.report().nodes_per_backend.at("jit_cuda"), 3) << c10::toString(dtype);
+  }
+}
+
 // x [3, n] laid out as asked: contiguous, transposed, sliced, or misaligned by one element.
 at::Tensor laid_out(const std::string& layout, std::int64_t n, const torch::TensorOptions& options) {
   if (layout == "transposed") return torch::randn({n, 3}, options).t();
