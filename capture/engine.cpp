@@ -41,10 +41,19 @@ void flatten(const c10::IValue& value, std::vector<at::Tensor>& out) {
   else if (value.isList()) for (const auto& element : value.toListRef()) flatten(element, out);
 }
 
+// LibTorch errors carry a C++ backtrace that buries the message; keep the message.
+std::string message_of(const std::exception& error) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  return torch_error ? torch_error->what_without_backtrace() : error.what();
+}
+
 }  // namespace
 
 Engine::Engine(ModuleAccess access, CompileOptions options)
-    : access_(std::move(access)), options_(std::move(options)), cache_(options_.plan_cache_size) {
+    : access_(std::move(access)),
+      options_(std::move(options)),
+      backend_options_(nlohmann::json{{"dump_dir", options_.dump_dir}}.dump()),
+      cache_(options_.plan_cache_size) {
   if (!options_.disable) backends_ = order_backends(discover_backends(options_.plugin_paths), options_.backends);
   std::string names;
   for (const auto* backend : backends_) names += (names.empty() ? "" : ", ") + backend->name();
@@ -117,8 +126,6 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   return result;
 }
 
-std::string Engine::backend_options() const { return nlohmann::json{{"dump_dir", options_.dump_dir}}.dump(); }
-
 std::vector<DynamicDim> Engine::dims_to_make_symbolic(const Signature& signature) const {
   if (options_.dynamic_shapes == DynamicShapes::Off) return {};
   auto dims = options_.dynamic_dims;
@@ -129,7 +136,7 @@ std::vector<DynamicDim> Engine::dims_to_make_symbolic(const Signature& signature
 
 std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signature& signature, std::string& refusal) {
   for (auto it = symbolic_plans_.begin(); it != symbolic_plans_.end(); ++it) {
-    auto instance = it->instantiate(signature, backend_options());
+    auto instance = it->instantiate(signature, backend_options_);
     stats_.kernels_compiled += instance.kernels_compiled;
     if (!instance.plan) {
       refusal += fmt::format("{}the plan over {}: {}", refusal.empty() ? "" : "; ", it->describe(),
@@ -153,7 +160,7 @@ std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport&
   report.passes_ms = ms_since(passes_start);
   report.nodes_final = static_cast<std::int64_t>(graph.nodes.size());
   auto lowering_start = Clock::now();
-  auto plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(graph), backends_, report, backend_options()));
+  auto plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(graph), backends_, report, backend_options_));
   report.backend_ms = ms_since(lowering_start);
   return plan;
 }
@@ -177,9 +184,8 @@ std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const S
     try {
       probes.push_back(capture::capture_forward(access_, capture::probe_arguments(args, dims, symbol_of, design.points[k]), state));
     } catch (const std::exception& error) {
-      const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
       return fmt::format("the forward raised at probe sizes [{}]: {}", fmt::join(design.points[k], ", "),
-                         torch_error ? torch_error->what_without_backtrace() : error.what());
+                         message_of(error));
     }
     if (!probes.back().unsupported.empty()) {
       return fmt::format("at probe sizes [{}]: {}", fmt::join(design.points[k], ", "), probes.back().unsupported);
@@ -221,9 +227,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   try {
     capture = capture::capture_forward(access_, args, state);
   } catch (const std::exception& error) {
-    // LibTorch errors carry a C++ backtrace that buries the message; keep the message.
-    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-    std::string what = torch_error ? torch_error->what_without_backtrace() : error.what();
+    std::string what = message_of(error);
     std::string context = last_signature_
                               ? fmt::format("expected a call like the last one that worked, {}; got {} ({})",
                                             last_signature_->to_string(), report.signature,

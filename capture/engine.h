@@ -65,7 +65,6 @@ class Engine {
   std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::string& refusal);
   /// The dimensions a capture of `signature` should make symbolic.
   std::vector<DynamicDim> dims_to_make_symbolic(const Signature& signature) const;
-  std::string backend_options() const;
   c10::IValue run_plan(const Entry& entry, const std::vector<c10::IValue>& args,
                        const std::vector<std::pair<std::string, at::Tensor>>& state);
   c10::IValue run_eager(const std::vector<c10::IValue>& args);
@@ -74,6 +73,7 @@ class Engine {
 
   ModuleAccess access_;
   CompileOptions options_;
+  std::string backend_options_;  // zn_compile_args.options_json of every compile, made once
   std::vector<const Backend*> backends_;
   mutable std::mutex mutex_;
   PlanCache<Entry> cache_;

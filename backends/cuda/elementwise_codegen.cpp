@@ -27,13 +27,15 @@ std::vector<int> memory_order(const ir::TensorType& out, std::size_t rank) {
   std::vector<std::int64_t> strides(rank, 0);
   const std::size_t offset = rank - out.strides.size();
   for (std::size_t d = 0; d < out.strides.size(); ++d) strides[offset + d] = out.sizes[d] == 1 ? 0 : out.strides[d];
-  std::vector<int> order(rank);
-  for (std::size_t d = 0; d < rank; ++d) order[d] = static_cast<int>(d);
-  // Size-1 dimensions (stride 0 above) stay where they are relative to each other; they move no data.
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (strides[a] == 0 || strides[b] == 0) return false;
-    return strides[a] > strides[b];
-  });
+  // Size-1 dimensions (stride 0 above) keep their places: they move no data. The others are
+  // sorted into the places they leave free.
+  std::vector<int> order(rank), moving, places;
+  for (std::size_t d = 0; d < rank; ++d) {
+    order[d] = static_cast<int>(d);
+    if (strides[d] != 0) moving.push_back(static_cast<int>(d)), places.push_back(static_cast<int>(d));
+  }
+  std::stable_sort(moving.begin(), moving.end(), [&](int a, int b) { return strides[a] > strides[b]; });
+  for (std::size_t k = 0; k < places.size(); ++k) order[static_cast<std::size_t>(places[k])] = moving[k];
   return order;
 }
 
