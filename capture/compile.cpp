@@ -34,6 +34,12 @@ void apply_environment(CompileOptions& options) {
     else if (text != "0" && text != "false" && text != "no")
       log::warn("ZENITH_DISABLE={} is not understood (use 1 or 0); Zenith stays enabled", text);
   }
+  if (const char* value = std::getenv("ZENITH_TRAINING"); value && *value) {
+    std::string text = value;
+    if (text == "1" || text == "true" || text == "yes") options.compile_training = true;
+    else if (text == "0" || text == "false" || text == "no") options.compile_training = false;
+    else log::warn("ZENITH_TRAINING={} is not understood (use 1 or 0); keeping the compile option", text);
+  }
   if (const char* value = std::getenv("ZENITH_DYNAMIC"); value && *value) {
     std::string text = value;
     if (text == "off") options.dynamic_shapes = DynamicShapes::Off;

@@ -9,12 +9,16 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "capture/backward_capture.h"
 #include "capture/dynamic_dims.h"
+#include "capture/training_function.h"
 #include "capture/tracer_capture.h"
 #include "core/dump.h"
 #include "core/executor.h"
 #include "core/log.h"
 #include "core/plugin_loader.h"
+#include "passes/autodiff/backward_graph.h"
+#include "passes/autodiff/training_rewrite.h"
 #include "passes/effects.h"
 #include "passes/lowering.h"
 #include "passes/pass_manager.h"
@@ -25,6 +29,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The tensors a plan binds: the call's tensor arguments, then the parameters and buffers.
+std::vector<at::Tensor> call_tensors(const std::vector<c10::IValue>& args,
+                                     const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(args.size() + state.size());
+  for (const auto& arg : args) {
+    if (arg.isTensor()) inputs.push_back(arg.toTensor());
+  }
+  for (const auto& item : state) inputs.push_back(item.second);
+  return inputs;
 }
 
 std::vector<at::Tensor> tensors_of(const std::vector<std::pair<std::string, at::Tensor>>& state) {
@@ -75,21 +91,12 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     return run_eager(args);
   }
   auto state = access_.state ? access_.state() : std::vector<std::pair<std::string, at::Tensor>>{};
-  bool needs_grad = false;
-  if (at::GradMode::is_enabled()) {
-    for (const auto& arg : args) needs_grad = needs_grad || (arg.isTensor() && arg.toTensor().requires_grad());
-    for (const auto& item : state) needs_grad = needs_grad || item.second.requires_grad();
-  }
-  if (needs_grad) {
+  const bool training = needs_gradients(args, state);
+  if (auto why = eager_reason(training); !why.empty()) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.eager_calls;
-      if (!told_about_gradients_) {
-        log::info("{}: this call needs gradients; it runs eagerly (training through Zenith is not supported yet). "
-                  "Wrap inference in torch::NoGradGuard or c10::InferenceMode to compile it.",
-                  options_.name);
-        told_about_gradients_ = true;
-      }
+      if (told_eager_.insert(why).second) log::info("{}: {}; such calls run eagerly", options_.name, why);
     }
     return run_eager(args);
   }
@@ -101,7 +108,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     std::string refusal;
     if (entry) {
       ++stats_.hits;
-    } else if (auto started = Clock::now(); (entry = instantiate_symbolic(signature, refusal))) {
+    } else if (auto started = Clock::now(); !training && (entry = instantiate_symbolic(signature, refusal))) {
       ++stats_.instantiations;
       stats_.instantiation_ms += ms_since(started);
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, entry));
@@ -113,14 +120,18 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       } else {
         log::info("{}: first call, capturing {}", options_.name, signature.to_string());
       }
-      auto compiled = compile_signature(args, state, signature, dims_to_make_symbolic(signature));
+      // Training signatures stay static: probing would run the forward's effects (batch norm
+      // statistics, dropout's random numbers) again.
+      auto compiled = compile_signature(args, state, signature, training ? std::vector<DynamicDim>{} : dims_to_make_symbolic(signature));
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, compiled.entry));
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
       return compiled.result;
     }
     if (entry->plan == nullptr) ++stats_.eager_calls;
+    if (entry->training) ++stats_.training_calls;
   }
   if (entry->plan == nullptr) return run_eager(args);
+  if (entry->training) return capture::run_training_call(entry->training, call_tensors(args, state));
   auto result = run_plan(*entry, args, state);
   verify_against_eager(args, result);
   return result;
@@ -252,7 +263,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
                               "calls eagerly.",
                               options_.name, report.signature, reason));
     }
-    log::warn("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
+    // A fallback already reported marked the report before coming here: say it once.
+    if (report.eager_fallback) log::info("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
+    else log::warn("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
     report.eager_fallback = true;
     report.fallback_reason = reason;
     finish_report();
@@ -289,9 +302,27 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   Dump dump;
   bool dumping = !options_.dump_dir.empty();
   if (dumping) dump.captured = capture.graph;
-  std::shared_ptr<Plan> plan;
+  std::shared_ptr<const Plan> plan;
   try {
-    plan = optimize_and_lower(std::move(capture.graph), report);
+    if (needs_gradients(args, state)) {
+      TrainingBuild build;
+      try {
+        build = plan_training(std::move(capture.graph), args, state, report);
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& error) {
+        build.refusal = "differentiating the forward failed: " + message_of(error);
+      }
+      if (!build.refusal.empty()) {
+        // One warning per op; other signatures with it say so at info level.
+        if (!build.op.empty() && !warned_ops_.insert(build.op).second) report.eager_fallback = true;
+        return fall_back("training: " + build.refusal + "; this signature runs eagerly, gradients included");
+      }
+      plan = build.plan;
+      entry->training = build.training;
+    } else {
+      plan = optimize_and_lower(std::move(capture.graph), report);
+    }
   } catch (const Error& error) {
     return fall_back(error.what());
   }
@@ -318,6 +349,12 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     dump.signature = report.signature;
     dump.optimized = plan->graph;
     for (const auto& step : plan->steps) dump.steps.push_back(DumpStep{step.backend, step.nodes});
+    if (entry->training) {
+      dump.backward = entry->training->backward->graph;
+      for (const auto& step : entry->training->backward->steps) {
+        dump.backward_steps.push_back(DumpStep{step.backend, step.nodes});
+      }
+    }
     report.dump_path =
         (std::filesystem::path(options_.dump_dir) / fmt::format("{}-{:016x}.json", options_.name, signature.hash)).string();
     dump.report = report;
@@ -337,13 +374,86 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
 
 c10::IValue Engine::run_plan(const Entry& entry, const std::vector<c10::IValue>& args,
                              const std::vector<std::pair<std::string, at::Tensor>>& state) {
-  std::vector<at::Tensor> inputs;
-  inputs.reserve(entry.tensor_args + state.size());
-  for (const auto& arg : args) {
-    if (arg.isTensor()) inputs.push_back(arg.toTensor());
+  return execute(*entry.plan, call_tensors(args, state));
+}
+
+std::string Engine::eager_reason(bool training) const {
+  if (training && !options_.compile_training) return "this call needs gradients and CompileOptions::compile_training is off";
+  // A trace under autocast does not replay faithfully: autocast's casts of cached weights and its
+  // per-op dtype choices are not all in the trace.
+  if (auto regions = autocast_regions(); !regions.empty()) {
+    return fmt::format("this call runs in an autocast region ({}), which Zenith does not compile", regions);
   }
-  for (const auto& item : state) inputs.push_back(item.second);
-  return execute(*entry.plan, inputs);
+  return "";
+}
+
+bool Engine::needs_gradients(const std::vector<c10::IValue>& args, const State& state) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const auto& arg : args) {
+    if (arg.isTensor() && arg.toTensor().requires_grad()) return true;
+  }
+  for (const auto& item : state) {
+    if (item.second.requires_grad()) return true;
+  }
+  return false;
+}
+
+Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c10::IValue>& args, const State& state,
+                                            CompileReport& report) {
+  auto start = Clock::now();
+  auto inputs = call_tensors(args, state);
+  std::vector<bool> requires_grad;
+  for (const auto& tensor : inputs) requires_grad.push_back(tensor.requires_grad());
+  auto provisional = autodiff::rewrite_for_training(graph);
+  auto values = capture::forward_values(graph, inputs);
+  for (int id : provisional) {
+    auto type = type_of(values.at(id));
+    type.requires_grad = false;
+    graph.value(id).type = type;
+  }
+  auto captured = capture::capture_backward(graph, values, requires_grad);
+  values.clear();
+  TrainingBuild build;
+  if (!captured.unsupported.empty()) {
+    build.refusal = captured.unsupported;
+    build.op = captured.op;
+    return build;
+  }
+  auto& backward = captured.backward;
+  if (backward.graph.outputs.empty()) {
+    build.plan = optimize_and_lower(std::move(graph), report);
+    return build;
+  }
+  autodiff::rematerialize(graph, backward);
+  auto training = std::make_shared<TrainingPlan>();
+  training->call_outputs = graph.outputs.size();
+  training->output_structure = graph.output_structure;
+  training->differentiable = captured.differentiable;
+  training->output_gradients = backward.output_gradients;
+  training->input_gradients = backward.input_gradients;
+  training->inputs = inputs.size();
+  report.backward.saved_values = static_cast<std::int64_t>(backward.saved.size());
+  report.backward.recomputed_values = backward.recomputed;
+  graph.outputs.insert(graph.outputs.end(), backward.saved.begin(), backward.saved.end());
+  double autodiff_ms = ms_since(start);
+  training->forward = optimize_and_lower(std::move(graph), report);
+  auto backward_start = Clock::now();
+  CompileReport backward_report;
+  auto backward_plan = optimize_and_lower(std::move(backward.graph), backward_report);
+  const auto saved_count = backward.saved.size();
+  for (std::size_t k = 0; k < training->output_gradients.size(); ++k) {
+    training->gradient_types.push_back(backward_plan->graph.value(backward_plan->graph.inputs[saved_count + k]).type);
+  }
+  training->backward = std::move(backward_plan);
+  report.backward.compiled = true;
+  report.backward.nodes = backward_report.nodes_final;
+  report.backward.groups = backward_report.groups;
+  report.kernels_compiled += backward_report.kernels_compiled;
+  report.kernel_cache_hits += backward_report.kernel_cache_hits;
+  report.backward.ms = autodiff_ms + ms_since(backward_start);
+  build.plan = training->forward;
+  build.training = std::move(training);
+  return build;
 }
 
 c10::IValue Engine::run_eager(const std::vector<c10::IValue>& args) { return access_.forward(args); }

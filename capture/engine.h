@@ -33,7 +33,10 @@ class Engine {
  private:
   /// A compiled signature: a plan, or the reason it runs eagerly.
   struct Entry {
+    /// The plan; for a training signature, its forward plan.
     std::shared_ptr<const Plan> plan;
+    /// Training signatures: the forward and backward plans of the autograd node.
+    std::shared_ptr<const TrainingPlan> training;
     std::string eager_reason;
     std::size_t tensor_args = 0;
   };
@@ -50,6 +53,16 @@ class Engine {
                              std::vector<DynamicDim> dims);
   /// Passes and lowering of one capture; throws zenith::Error.
   std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report) const;
+  /// A training signature's plans.
+  struct TrainingBuild {
+    std::shared_ptr<const TrainingPlan> training;  // or null:
+    std::shared_ptr<const Plan> plan;              // no gradient reaches an input: a plain plan
+    std::string refusal;                           // or why the signature runs eagerly
+    std::string op;                                // the op at fault, when one is
+  };
+  /// Differentiates a captured forward and plans both directions; throws zenith::Error.
+  TrainingBuild plan_training(ir::Graph graph, const std::vector<c10::IValue>& args, const State& state,
+                              CompileReport& report);
   /// Captures the forward at the probe sizes of `design` and marks the size-dependent nodes of all
   /// captures, `base` included. Returns why the dims cannot be symbolic, or empty.
   std::string capture_probes(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
@@ -68,6 +81,11 @@ class Engine {
   c10::IValue run_plan(const Entry& entry, const std::vector<c10::IValue>& args,
                        const std::vector<std::pair<std::string, at::Tensor>>& state);
   c10::IValue run_eager(const std::vector<c10::IValue>& args);
+  /// Why a call runs eagerly whatever its signature (compile_training off for a training call, an
+  /// autocast region), or empty.
+  std::string eager_reason(bool training) const;
+  /// Whether the call needs gradients: grad mode on and a tensor argument or the state requires one.
+  static bool needs_gradients(const std::vector<c10::IValue>& args, const State& state);
   void verify_against_eager(const std::vector<c10::IValue>& args, const c10::IValue& compiled);
   void check_arguments(const std::vector<c10::IValue>& args) const;
 
@@ -83,7 +101,8 @@ class Engine {
   std::list<capture::SymbolicPlan> symbolic_plans_;  // most recently used first
   std::set<std::string> refused_dims_;              // dims that could not be symbolic, described
   int verified_ = 0;
-  bool told_about_gradients_ = false;
+  std::set<std::string> told_eager_;  // eager reasons already logged
+  std::set<std::string> warned_ops_;  // ops without a derivative rule, warned about once each
 };
 
 }  // namespace zenith::detail

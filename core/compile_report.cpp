@@ -26,13 +26,17 @@ std::string CompileReport::to_string() const {
                       kernel_cache_hits, groups_without_compile);
   text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,
                       passes_ms, backend_ms, total_ms);
+  if (backward.compiled) {
+    text += fmt::format("\n  backward: {} nodes, {} kernel launches, {} values saved, {} recomputed ({:.1f} ms)",
+                        backward.nodes, backward.groups, backward.saved_values, backward.recomputed_values, backward.ms);
+  }
   if (!symbolic.empty()) text += fmt::format("\n  symbolic: {} (probes {:.1f} ms)", symbolic, probe_ms);
   if (!static_reason.empty()) text += fmt::format("\n  static: {}", static_reason);
   text += fmt::format("\n  plan cache: {} hits, {} misses ({} recaptures), {} evictions, {} of {} plans; {} symbolic "
-                      "plans served {} new signatures; {} kernels compiled",
+                      "plans served {} new signatures; {} kernels compiled; {} training calls",
                       plan_cache.hits, plan_cache.misses, plan_cache.recaptures, plan_cache.evictions, plan_cache.size,
                       plan_cache.capacity, plan_cache.symbolic_plans, plan_cache.instantiations,
-                      plan_cache.kernels_compiled);
+                      plan_cache.kernels_compiled, plan_cache.training_calls);
   if (!dump_path.empty()) text += fmt::format("\n  dump: {}", dump_path);
   return text;
 }

@@ -43,6 +43,7 @@ json report_to_json(const CompileReport& report) {
                                   {"recaptures", report.plan_cache.recaptures},
                                   {"evictions", report.plan_cache.evictions},
                                   {"eager_calls", report.plan_cache.eager_calls},
+                                  {"training_calls", report.plan_cache.training_calls},
                                   {"symbolic_plans", report.plan_cache.symbolic_plans},
                                   {"instantiations", report.plan_cache.instantiations},
                                   {"instantiation_ms", report.plan_cache.instantiation_ms},
@@ -53,7 +54,13 @@ json report_to_json(const CompileReport& report) {
               {"static_reason", report.static_reason},
               {"probe_ms", report.probe_ms},
               {"eager_fallback", report.eager_fallback},
-              {"fallback_reason", report.fallback_reason}};
+              {"fallback_reason", report.fallback_reason},
+              {"backward", json{{"compiled", report.backward.compiled},
+                                {"nodes", report.backward.nodes},
+                                {"groups", report.backward.groups},
+                                {"saved_values", report.backward.saved_values},
+                                {"recomputed_values", report.backward.recomputed_values},
+                                {"ms", report.backward.ms}}}};
 }
 
 CompileReport report_from_json(const json& j) {
@@ -79,6 +86,7 @@ CompileReport report_from_json(const json& j) {
     report.plan_cache.recaptures = cache.value("recaptures", 0);
     report.plan_cache.evictions = cache.value("evictions", 0);
     report.plan_cache.eager_calls = cache.value("eager_calls", 0);
+    report.plan_cache.training_calls = cache.value("training_calls", 0);
     report.plan_cache.symbolic_plans = cache.value("symbolic_plans", 0);
     report.plan_cache.instantiations = cache.value("instantiations", 0);
     report.plan_cache.instantiation_ms = cache.value("instantiation_ms", 0.0);
@@ -91,6 +99,13 @@ CompileReport report_from_json(const json& j) {
     report.total_ms = j.value("total_ms", 0.0);
     report.symbolic = j.value("symbolic", "");
     report.static_reason = j.value("static_reason", "");
+    const auto backward = j.value("backward", json::object());
+    report.backward.compiled = backward.value("compiled", false);
+    report.backward.nodes = backward.value("nodes", 0);
+    report.backward.groups = backward.value("groups", 0);
+    report.backward.saved_values = backward.value("saved_values", 0);
+    report.backward.recomputed_values = backward.value("recomputed_values", 0);
+    report.backward.ms = backward.value("ms", 0.0);
     report.probe_ms = j.value("probe_ms", 0.0);
     report.eager_fallback = j.value("eager_fallback", false);
     report.fallback_reason = j.value("fallback_reason", "");
@@ -100,17 +115,44 @@ CompileReport report_from_json(const json& j) {
   }
 }
 
+namespace {
+
+json steps_to_json(const std::vector<DumpStep>& steps) {
+  json out = json::array();
+  for (const auto& step : steps) out.push_back(json{{"backend", step.backend}, {"nodes", step.nodes}});
+  return out;
+}
+
+std::vector<DumpStep> steps_from_json(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_array()) throw Error(fmt::format("dump at /{}: missing or not an array", key));
+  std::vector<DumpStep> steps;
+  for (std::size_t i = 0; i < j[key].size(); ++i) {
+    const auto& step = j[key][i];
+    try {
+      steps.push_back(DumpStep{step.at("backend").get<std::string>(), step.at("nodes").get<std::vector<int>>()});
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("dump at /{}/{}: {}", key, i, e.what()));
+    }
+  }
+  return steps;
+}
+
+}  // namespace
+
 json dump_to_json(const Dump& dump, std::size_t constant_limit) {
-  json steps = json::array();
-  for (const auto& step : dump.steps) steps.push_back(json{{"backend", step.backend}, {"nodes", step.nodes}});
-  return json{{"schema_version", ir::kSchemaVersion},
+  json out{{"schema_version", ir::kSchemaVersion},
               {"kind", "dump"},
               {"module", dump.module_name},
               {"signature", dump.signature},
               {"captured", ir::to_json(dump.captured, ir::GraphKind::Graph, constant_limit)},
               {"optimized", ir::to_json(dump.optimized, ir::GraphKind::Graph, constant_limit)},
-              {"steps", steps},
+              {"steps", steps_to_json(dump.steps)},
               {"report", report_to_json(dump.report)}};
+  if (!dump.backward.nodes.empty() || !dump.backward.outputs.empty()) {
+    out["backward"] = ir::to_json(dump.backward, ir::GraphKind::Graph, constant_limit);
+    out["backward_steps"] = steps_to_json(dump.backward_steps);
+  }
+  return out;
 }
 
 namespace {
@@ -151,14 +193,10 @@ Dump dump_from_json(const json& j) {
   };
   dump.captured = graph_at("captured");
   dump.optimized = graph_at("optimized");
-  if (!j.contains("steps") || !j["steps"].is_array()) throw Error("dump at /steps: missing or not an array");
-  for (std::size_t i = 0; i < j["steps"].size(); ++i) {
-    const auto& step = j["steps"][i];
-    try {
-      dump.steps.push_back(DumpStep{step.at("backend").get<std::string>(), step.at("nodes").get<std::vector<int>>()});
-    } catch (const json::exception& e) {
-      throw Error(fmt::format("dump at /steps/{}: {}", i, e.what()));
-    }
+  dump.steps = steps_from_json(j, "steps");
+  if (j.contains("backward")) {
+    dump.backward = graph_at("backward");
+    dump.backward_steps = steps_from_json(j, "backward_steps");
   }
   if (j.contains("report")) dump.report = report_from_json(j["report"]);
   return dump;

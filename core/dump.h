@@ -25,6 +25,10 @@ struct Dump {
   ir::Graph optimized;
   std::vector<DumpStep> steps;
   CompileReport report;
+  /// Training signatures: the optimized backward graph and its steps (empty otherwise). The
+  /// optimized graph above is then the forward, whose extra outputs are the saved values.
+  ir::Graph backward;
+  std::vector<DumpStep> backward_steps;
 };
 
 /// Writes a dump as JSON ({"schema_version", "kind": "dump", ...}; docs/trace-format.md).

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <fmt/format.h>
 
 #include "core/dlpack_view.h"
@@ -68,7 +69,13 @@ c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector
 }
 
 c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs) {
+  return nest_outputs(plan.graph.output_structure, execute_flat(plan, inputs));
+}
+
+std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs) {
   const auto& graph = plan.graph;
+  // The graph holds the casts autocast made when it was traced; autocast must not cast again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   if (inputs.size() != graph.inputs.size()) {
     throw Error::mismatch("plan inputs", std::to_string(graph.inputs.size()), std::to_string(inputs.size()));
   }
@@ -83,7 +90,7 @@ c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> flat;
   flat.reserve(graph.outputs.size());
   for (int id : graph.outputs) flat.push_back(values[id]);
-  return nest_outputs(graph.output_structure, flat);
+  return flat;
 }
 
 }  // namespace zenith

@@ -14,6 +14,9 @@ namespace zenith {
 /// Throws zenith::Error when a backend fails.
 c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs);
 
+/// Runs `plan` and returns its graph outputs flat, in order.
+std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs);
+
 /// Nests flat outputs as `structure` says.
 c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector<at::Tensor>& flat);
 

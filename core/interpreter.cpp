@@ -1,5 +1,6 @@
 #include "core/interpreter.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <fmt/format.h>
 
 #include "core/aten_call.h"
@@ -8,6 +9,15 @@
 namespace zenith::ir {
 
 std::vector<at::Tensor> interpret(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  auto values = interpret_values(graph, inputs);
+  std::vector<at::Tensor> outputs;
+  for (int id : graph.outputs) outputs.push_back(values[id]);
+  return outputs;
+}
+
+std::vector<at::Tensor> interpret_values(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  // The graph holds the casts autocast made when it was traced; autocast must not cast again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   if (inputs.size() != graph.inputs.size()) {
     throw Error::mismatch("interpreter inputs", std::to_string(graph.inputs.size()), std::to_string(inputs.size()));
   }
@@ -26,9 +36,7 @@ std::vector<at::Tensor> interpret(const Graph& graph, const std::vector<at::Tens
     auto results = AtenCall(node).run([&](int id) -> const at::Tensor& { return values[id]; });
     for (std::size_t r = 0; r < results.size(); ++r) values[node.outputs[r]] = std::move(results[r]);
   }
-  std::vector<at::Tensor> outputs;
-  for (int id : graph.outputs) outputs.push_back(values[id]);
-  return outputs;
+  return values;
 }
 
 }  // namespace zenith::ir

@@ -15,4 +15,7 @@ namespace zenith::ir {
 /// zenith::Error for a constant without data or a missing input.
 std::vector<at::Tensor> interpret(const Graph& graph, const std::vector<at::Tensor>& inputs);
 
+/// The same, returning every value's tensor by value id (undefined for unused ids).
+std::vector<at::Tensor> interpret_values(const Graph& graph, const std::vector<at::Tensor>& inputs);
+
 }  // namespace zenith::ir

@@ -38,6 +38,10 @@ const Entry kEntries[] = {
     {"ones_like", C::Elementwise, false}, {"full_like", C::Elementwise, false}, {"clone", C::Elementwise, false},
     {"copy", C::Elementwise, false}, {"lerp", C::Elementwise, false}, {"addcmul", C::Elementwise, false},
     {"addcdiv", C::Elementwise, false},
+    // Backward ops of elementwise functions, as the derivative rules emit them.
+    {"threshold_backward", C::Elementwise, false}, {"tanh_backward", C::Elementwise, false},
+    {"sigmoid_backward", C::Elementwise, false}, {"silu_backward", C::Elementwise, false},
+    {"gelu_backward", C::Elementwise, false}, {"native_dropout_backward", C::Elementwise, false},
     // Random elementwise.
     {"dropout", C::Elementwise, true}, {"native_dropout", C::Elementwise, true},
     {"feature_dropout", C::Elementwise, true}, {"alpha_dropout", C::Elementwise, true},

@@ -49,4 +49,27 @@ struct Plan {
   std::vector<Step> steps;
 };
 
+/// A compiled training signature: a call is one autograd node whose forward runs `forward` and
+/// whose backward runs `backward`.
+struct TrainingPlan {
+  /// Outputs: the call's outputs (flat), then the values the backward reads.
+  std::shared_ptr<const Plan> forward;
+  /// Inputs: the values `forward` saved, then the gradients of some call outputs. Outputs: the
+  /// gradients of some call inputs.
+  std::shared_ptr<const Plan> backward;
+  /// Leading outputs of `forward` the call returns, and how they nest.
+  std::size_t call_outputs = 0;
+  ir::OutputStructure output_structure;
+  /// Per call output: it carries a gradient (others are marked non-differentiable).
+  std::vector<bool> differentiable;
+  /// Per trailing input of `backward`: the call output whose gradient it is, and its exact type.
+  std::vector<int> output_gradients;
+  std::vector<ir::TensorType> gradient_types;
+  /// Per output of `backward`: the call's tensor input (arguments, then parameters and buffers)
+  /// whose gradient it is.
+  std::vector<int> input_gradients;
+  /// Tensor inputs of a call.
+  std::size_t inputs = 0;
+};
+
 }  // namespace zenith

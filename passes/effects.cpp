@@ -23,6 +23,20 @@ bool draws_random_numbers(const ir::Node& node) {
   return train == nullptr || !std::holds_alternative<bool>(train->value) || std::get<bool>(train->value);
 }
 
+// Batch norm in training mode updates its running statistics in place, though the schemas of
+// batch_norm and native_batch_norm do not say so.
+std::vector<int> running_statistics_written(const ir::Node& node) {
+  if (node.op != "aten::batch_norm" && node.op != "aten::native_batch_norm") return {};
+  const auto* training = node.arg("training");
+  if (training == nullptr || !std::holds_alternative<bool>(training->value) || !std::get<bool>(training->value)) return {};
+  std::vector<int> written;
+  for (const char* name : {"running_mean", "running_var"}) {
+    const auto* arg = node.arg(name);
+    if (const auto* ref = arg ? std::get_if<ir::ValueRef>(&arg->value) : nullptr) written.push_back(ref->id);
+  }
+  return written;
+}
+
 }  // namespace
 
 Effects analyse_effects(const ir::Graph& graph) {
@@ -41,8 +55,10 @@ Effects analyse_effects(const ir::Graph& graph) {
     for (std::size_t r = 0; r < facts.output_writes.size(); ++r) {
       if (facts.output_writes[r] >= 0) sets.join(facts.output_writes[r], node.outputs[r]);
     }
+    auto statistics = running_statistics_written(node);
     written.insert(written.end(), facts.mutated_inputs.begin(), facts.mutated_inputs.end());
-    effects.node_has_effect[n] = !facts.mutated_inputs.empty() || draws_random_numbers(node);
+    written.insert(written.end(), statistics.begin(), statistics.end());
+    effects.node_has_effect[n] = !facts.mutated_inputs.empty() || !statistics.empty() || draws_random_numbers(node);
   }
   std::vector<bool> root_written(graph.values.size(), false);
   for (int id : written) root_written[sets.find(id)] = true;

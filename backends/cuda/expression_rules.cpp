@@ -238,6 +238,35 @@ const std::map<std::string, Rule>& rules() {
       {"aten::_to_copy", [](const NodeView& n) { return rounded(n.exact("self"), n.result_dtype()); }},
       {"aten::type_as", [](const NodeView& n) { return rounded(n.exact("self"), n.result_dtype()); }},
       {"aten::clone", [](const NodeView& n) { return n.value("self"); }},
+      // The backward ops the derivative rules emit (passes/autodiff).
+      {"aten::threshold_backward",
+       [](const NodeView& n) {
+         return fmt::format("({} <= {} ? 0.f : {})", n.exact("self"), n.scalar("threshold"), n.value("grad_output"));
+       }},
+      {"aten::tanh_backward",
+       [](const NodeView& n) { return fmt::format("({0} * (1.f - {1} * {1}))", n.value("grad_output"), n.value("output")); }},
+      {"aten::sigmoid_backward",
+       [](const NodeView& n) { return fmt::format("({0} * {1} * (1.f - {1}))", n.value("grad_output"), n.value("output")); }},
+      {"aten::silu_backward",
+       [](const NodeView& n) {
+         return fmt::format("({0} * (1.f / (1.f + expf(-{1}))) * (1.f + {1} * (1.f - 1.f / (1.f + expf(-{1})))))",
+                            n.value("grad_output"), n.value("self"));
+       }},
+      {"aten::gelu_backward",
+       [](const NodeView& n) {
+         auto g = n.value("grad_output"), x = n.value("self");
+         if (n.text("approximate") == "tanh") {
+           return fmt::format(
+               "({0} * (0.5f * (1.f + tanhf(0.7978845608f * ({1} + 0.044715f * {1} * {1} * {1}))) + 0.5f * {1} * "
+               "(1.f - tanhf(0.7978845608f * ({1} + 0.044715f * {1} * {1} * {1})) * tanhf(0.7978845608f * ({1} + "
+               "0.044715f * {1} * {1} * {1}))) * 0.7978845608f * (1.f + 0.134145f * {1} * {1})))",
+               g, x);
+         }
+         return fmt::format("({0} * (0.5f * (1.f + erff({1} * 0.7071067812f)) + {1} * 0.3989422804f * expf(-0.5f * {1} * {1})))",
+                            g, x);
+       }},
+      {"aten::native_dropout_backward",
+       [](const NodeView& n) { return fmt::format("({} * {} * {})", n.value("grad_output"), n.value("mask"), n.scalar("scale")); }},
   };
   return table;
 }

@@ -73,6 +73,26 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config)
   k_proj = register_module("k_proj", linear_no_bias(config.hidden_size, num_kv_heads_ * head_dim_));
   v_proj = register_module("v_proj", linear_no_bias(config.hidden_size, num_kv_heads_ * head_dim_));
   o_proj = register_module("o_proj", linear_no_bias(num_heads_ * head_dim_, config.hidden_size));
+  if (config.lora) attach_lora(*config.lora);
+}
+
+void LlamaAttentionImpl::attach_lora(const LoraOptions& options) {
+  TORCH_CHECK(!q_lora, "LlamaAttention: LoRA adapters are attached already");
+  // Registered after the projections: the base parameters keep their names and order.
+  auto adapter = [&](const char* name, const torch::nn::Linear& projection) {
+    return register_module(
+        name, LoraAdapter(projection->options.in_features(), projection->options.out_features(), options));
+  };
+  q_lora = adapter("q_proj_lora", q_proj);
+  k_lora = adapter("k_proj_lora", k_proj);
+  v_lora = adapter("v_proj_lora", v_proj);
+  o_lora = adapter("o_proj_lora", o_proj);
+}
+
+torch::Tensor LlamaAttentionImpl::project(torch::nn::Linear& projection, LoraAdapter& adapter,
+                                          const torch::Tensor& x) {
+  torch::Tensor out = projection->forward(x);
+  return adapter ? out + adapter->forward(x) : out;
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::forward(
@@ -80,9 +100,9 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::forw
     torch::Tensor past_v) {
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
-  torch::Tensor q = q_proj->forward(x).view({batch, seq_len, num_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor k = k_proj->forward(x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor v = v_proj->forward(x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor q = project(q_proj, q_lora, x).view({batch, seq_len, num_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor k = project(k_proj, k_lora, x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor v = project(v_proj, v_lora, x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
 
   // Rotate before caching: cached keys then already carry their absolute positions and never need
   // to be touched again.
@@ -100,7 +120,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::forw
   torch::Tensor probs = torch::softmax(scores + mask, -1);
   torch::Tensor out =
       torch::matmul(probs, values).transpose(1, 2).reshape({batch, seq_len, num_heads_ * head_dim_});
-  return {o_proj->forward(out), new_k, new_v};
+  return {project(o_proj, o_lora, out), new_k, new_v};
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) {
@@ -140,14 +160,31 @@ LlamaImpl::LlamaImpl(LlamaConfig config) : config_(std::move(config)) {
   TORCH_CHECK(config_.num_layers > 0 && config_.vocab_size > 0 && config_.intermediate_size > 0 &&
                   config_.max_position_embeddings > 0,
               "Llama: sizes must be positive");
+  // The layers are built without adapters and get them once every base weight is drawn: the same
+  // seed then gives the same base model with LoRA as without.
+  LlamaConfig base = config_;
+  base.lora.reset();
   embed_tokens =
       register_module("embed_tokens", torch::nn::Embedding(config_.vocab_size, config_.hidden_size));
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    layers->push_back(LlamaDecoderLayer(config_));
+    layers->push_back(LlamaDecoderLayer(base));
   }
   register_module("layers", layers);
   norm = register_module("norm", RMSNorm(config_.hidden_size, config_.rms_norm_eps));
   lm_head = register_module("lm_head", linear_no_bias(config_.hidden_size, config_.vocab_size));
+  if (config_.lora) {
+    const LoraOptions options = *config_.lora;
+    config_.lora.reset();  // attach_lora sets it again
+    attach_lora(options);
+  }
+}
+
+void LlamaImpl::attach_lora(const LoraOptions& options) {
+  TORCH_CHECK(!config_.lora, "Llama: LoRA adapters are attached already");
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    layers[i]->as<LlamaDecoderLayer>()->attention->attach_lora(options);
+  }
+  config_.lora = options;
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaImpl::forward(torch::Tensor tokens,

@@ -7,7 +7,10 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <optional>
 #include <tuple>
+
+#include "models/lora.h"
 
 namespace zenith::models {
 
@@ -21,6 +24,10 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   int64_t max_position_embeddings = 2048;
+  // LoRA adapters on the attention projections q, k, v and o when set; none (the plain model) by
+  // default. The adapters' B starts at zero, so enabling them leaves the initial output unchanged,
+  // and Llama draws them after every base weight, so a seed gives the same base weights either way.
+  std::optional<LoraOptions> lora;
 
   int64_t head_dim() const { return hidden_size / num_heads; }
 
@@ -54,8 +61,17 @@ class LlamaAttentionImpl : public torch::nn::Module {
                                                                   torch::Tensor past_k, torch::Tensor past_v);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  // Adds LoRA adapters to q_proj, k_proj, v_proj and o_proj (the constructor does when
+  // LlamaConfig::lora is set). Throws when they are attached already.
+  void attach_lora(const LoraOptions& options);
+
+  // Added to the matching projection's output; empty holders until attach_lora.
+  LoraAdapter q_lora{nullptr}, k_lora{nullptr}, v_lora{nullptr}, o_lora{nullptr};
 
  private:
+  // projection(x), plus the adapter's term when there is one.
+  torch::Tensor project(torch::nn::Linear& projection, LoraAdapter& adapter, const torch::Tensor& x);
+
   int64_t num_heads_;
   int64_t num_kv_heads_;
   int64_t head_dim_;
@@ -100,6 +116,11 @@ class LlamaImpl : public torch::nn::Module {
                                                                   torch::Tensor past_v);
 
   const LlamaConfig& config() const { return config_; }
+
+  // Adds LoRA adapters to the attention projections of every layer and records them in config()
+  // (the constructor does when LlamaConfig::lora is set; call it yourself after loading base
+  // weights into a plain model). Throws when they are attached already.
+  void attach_lora(const LoraOptions& options);
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers;

@@ -58,6 +58,10 @@ struct CompileOptions {
   std::size_t symbolic_plan_limit = 4;
   /// Runs every call eagerly. Overridden by ZENITH_DISABLE=1.
   bool disable = false;
+  /// Compiles calls that need gradients (grad mode on and an input or parameter requiring one):
+  /// the call becomes one autograd node running a compiled forward and a compiled backward.
+  /// When false, such calls run eagerly. Overridden by ZENITH_TRAINING=0|1.
+  bool compile_training = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
   /// eagerly and log why once. When false, throw a zenith::Error instead.
   bool fallback_to_eager = true;
@@ -83,7 +87,8 @@ struct CacheStats {
   std::int64_t misses = 0;       ///< calls that captured a new signature
   std::int64_t recaptures = 0;   ///< misses after the first capture (each logs, at info level, what changed)
   std::int64_t evictions = 0;    ///< plans dropped to respect plan_cache_size
-  std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, gradients, fallback)
+  std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, compile_training off, fallback)
+  std::int64_t training_calls = 0;  ///< calls run as one autograd node with a compiled backward
   std::int64_t symbolic_plans = 0;   ///< symbolic plans fitted (each after its probe captures)
   std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture
   double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together
@@ -115,6 +120,16 @@ struct CompileReport {
   std::string symbolic;                      ///< dimensions this capture made symbolic, e.g. "argument 0 dim 1", or empty
   std::string static_reason;                 ///< why dimensions asked to be symbolic were not, or empty
   double probe_ms = 0;                       ///< extra captures and plans at probe sizes (in total_ms)
+  /// Training signatures (the call needs gradients): the compiled backward beside the forward.
+  /// The counts above describe the forward plan.
+  struct Backward {
+    bool compiled = false;                   ///< the call is one autograd node with this backward
+    std::int64_t nodes = 0;                  ///< nodes of the backward graph after the passes
+    std::int64_t groups = 0;                 ///< kernels the backward plan launches
+    std::int64_t saved_values = 0;           ///< forward values kept alive for the backward
+    std::int64_t recomputed_values = 0;      ///< cheap elementwise values the backward computes again instead
+    double ms = 0;                           ///< autodiff, passes and lowering of the backward (in total_ms)
+  } backward;
   /// A multi-line human-readable summary.
   std::string to_string() const;
 };

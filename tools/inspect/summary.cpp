@@ -78,6 +78,12 @@ void write_times(const CompileReport& report, std::ostream& out) {
   if (!report.symbolic.empty()) out << fmt::format("symbolic: {} (probes {:.3f} ms)\n", report.symbolic, report.probe_ms);
   if (!report.static_reason.empty()) out << fmt::format("static: {}\n", report.static_reason);
   if (report.eager_fallback) out << fmt::format("eager fallback: {}\n", report.fallback_reason);
+  if (report.backward.compiled) {
+    out << fmt::format("backward: {} nodes, {} kernel launches, {} values saved, {} recomputed, {:.3f} ms; {} training "
+                       "calls at capture\n",
+                       report.backward.nodes, report.backward.groups, report.backward.saved_values,
+                       report.backward.recomputed_values, report.backward.ms, report.plan_cache.training_calls);
+  }
 }
 
 }  // namespace
@@ -88,6 +94,7 @@ void write_summary(const Dump& dump, std::ostream& out) {
   write_counts("nodes per backend (from the plan's steps)", backend_counts(dump), out);
   write_passes(dump.report, out);
   write_times(dump.report, out);
+  if (!dump.backward.nodes.empty()) write_counts("ops in the backward graph, by count", op_counts(dump.backward), out);
 }
 
 }  // namespace zenith::inspect

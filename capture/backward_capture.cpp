@@ -1,0 +1,321 @@
+#include "capture/backward_capture.h"
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <fmt/format.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include "capture/torchscript_import.h"
+#include "core/interpreter.h"
+#include "core/op_schema.h"
+#include "passes/effects.h"
+#include "passes/autodiff/derivative_rules.h"
+#include "zenith/error.h"
+
+namespace zenith::capture {
+namespace {
+
+bool differentiable_dtype(c10::ScalarType dtype) { return at::isFloatingType(dtype) || at::isComplexType(dtype); }
+
+// Which values carry a gradient: those that depend on an input requiring one through ops that pass
+// gradients, and lead to an output.
+struct GradientFlow {
+  std::vector<bool> needs;   // by value id: depends on an input requiring a gradient
+  std::vector<bool> active;  // by node: its rule must run
+};
+
+GradientFlow analyse_flow(const ir::Graph& forward, const std::vector<bool>& input_requires_grad) {
+  GradientFlow flow;
+  flow.needs.assign(forward.values.size(), false);
+  for (std::size_t i = 0; i < forward.inputs.size(); ++i) {
+    const int id = forward.inputs[i];
+    flow.needs[id] = input_requires_grad[i] && differentiable_dtype(forward.value(id).type.dtype);
+  }
+  for (const auto& node : forward.nodes) {
+    if (autodiff::blocks_gradient(node)) continue;
+    bool any = false;
+    for (int in : node.input_ids()) any = any || flow.needs[in];
+    for (int out : node.outputs) flow.needs[out] = any && differentiable_dtype(forward.value(out).type.dtype);
+  }
+  std::vector<bool> useful(forward.values.size(), false);
+  for (int out : forward.outputs) useful[out] = flow.needs[out];
+  flow.active.assign(forward.nodes.size(), false);
+  for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
+    const auto& node = forward.nodes[n];
+    bool leads = false;
+    for (int out : node.outputs) leads = leads || (useful[out] && flow.needs[out]);
+    if (!leads) continue;
+    bool fed = false;
+    for (int in : node.input_ids()) {
+      if (flow.needs[in]) useful[in] = fed = true;
+    }
+    flow.active[n] = fed;
+  }
+  return flow;
+}
+
+// Sums a gradient to the value's sizes (undoing broadcasting) with reductions the fusion pass
+// knows, then casts it to the value's dtype.
+at::Tensor fit_gradient(const at::Tensor& gradient, const at::Tensor& value) {
+  at::Tensor g = gradient;
+  const auto target = value.sizes();
+  const auto lead = g.dim() - static_cast<std::int64_t>(target.size());
+  if (lead > 0) {
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(lead));
+    for (std::int64_t d = 0; d < lead; ++d) dims[d] = d;
+    g = g.sum(dims);
+  }
+  std::vector<std::int64_t> broadcast;
+  for (std::int64_t d = 0; d < g.dim(); ++d) {
+    if (target[d] == 1 && g.size(d) != 1) broadcast.push_back(d);
+  }
+  if (!broadcast.empty()) g = g.sum(broadcast, /*keepdim=*/true);
+  if (g.sizes() != target) {
+    throw Error(fmt::format("autodiff: a gradient of sizes {} does not fit its value of sizes {}", c10::str(g.sizes()),
+                            c10::str(target)));
+  }
+  if (g.scalar_type() != value.scalar_type()) g = g.to(value.scalar_type());
+  return g;
+}
+
+class Sink final : public autodiff::GradientSink {
+ public:
+  Sink(const std::vector<bool>& needs, const std::vector<at::Tensor>& values, std::vector<at::Tensor>& grads)
+      : needs_(needs), values_(values), grads_(grads) {}
+
+  void add(const autodiff::RuleCall& call, const char* name, const at::Tensor& gradient) override {
+    accumulate(call.input_id(name), gradient);
+  }
+  void add_element(const autodiff::RuleCall& call, const char* name, std::size_t index,
+                   const at::Tensor& gradient) override {
+    const auto& list = std::get<ir::ValueListRef>(call.node().arg(name)->value);
+    const auto& id = list.ids.at(index);
+    accumulate(id ? *id : -1, gradient);
+  }
+  bool wanted(const autodiff::RuleCall& call, const char* name) const override {
+    const int id = call.input_id(name);
+    return id >= 0 && needs_[id];
+  }
+
+ private:
+  void accumulate(int id, const at::Tensor& gradient) {
+    if (id < 0 || !needs_[id] || !gradient.defined()) return;
+    auto fitted = fit_gradient(gradient, values_[id]);
+    grads_[id] = grads_[id].defined() ? grads_[id] + fitted : fitted;
+  }
+
+  const std::vector<bool>& needs_;
+  const std::vector<at::Tensor>& values_;
+  std::vector<at::Tensor>& grads_;
+};
+
+// Runs an op boxed with the tracer paused and records it in the trace by hand: the generated
+// tracer kernels of ATen's backward ops throw on their `bool[3] output_mask` argument.
+std::vector<at::Tensor> run_recorded(const std::string& name, const std::string& overload,
+                                     std::vector<c10::IValue> args) {
+  auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!handle) throw Error(fmt::format("autodiff: no ATen operator {}.{}", name, overload));
+  auto state = torch::jit::tracer::getTracingState();
+  torch::jit::Node* node = nullptr;
+  if (state) {
+    auto& graph = *state->graph;
+    node = graph.create(c10::Symbol::fromQualString(name), /*num_outputs=*/0);
+    for (const auto& arg : args) {
+      if (arg.isTensor()) node->addInput(torch::jit::tracer::getValueTrace(arg.toTensor()));
+      else node->addInput(graph.insertConstant(arg));
+    }
+    graph.insertNode(node);
+  }
+  torch::jit::Stack stack(args.begin(), args.end());
+  {
+    torch::jit::tracer::setTracingState(nullptr);
+    struct Resume {
+      std::shared_ptr<torch::jit::tracer::TracingState> state;
+      ~Resume() { torch::jit::tracer::setTracingState(std::move(state)); }
+    } resume{state};
+    handle->callBoxed(stack);
+  }
+  std::vector<at::Tensor> results;
+  for (auto& item : stack) {
+    results.push_back(item.isTensor() ? item.toTensor() : at::Tensor());
+    if (!node) continue;
+    auto* output = node->addOutput();
+    if (results.back().defined()) {
+      output->inferTypeFrom(results.back());
+      torch::jit::tracer::setValueTrace(results.back(), output);
+    } else {
+      output->setType(c10::NoneType::get());
+    }
+  }
+  return results;
+}
+
+// Why `node`, which a gradient must cross, cannot be differentiated; empty when it can.
+std::string refusal(const ir::Node& node) {
+  if (!ir::alias_facts(node).mutated_inputs.empty()) {
+    return fmt::format("{} writes in place a value that needs a gradient", node.qualified_name());
+  }
+  if (autodiff::find_derivative_rule(node) == nullptr) {
+    return fmt::format("{} has no derivative rule in Zenith", node.qualified_name());
+  }
+  return "";
+}
+
+// Saves the default generators' states of some devices and puts them back on destruction.
+class GeneratorStates {
+ public:
+  explicit GeneratorStates(const std::vector<c10::Device>& devices) {
+    for (const auto& device : devices) {
+      auto generator = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      saved_.emplace_back(generator, generator.get_state());
+    }
+  }
+  ~GeneratorStates() {
+    for (auto& [generator, state] : saved_) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
+  }
+  GeneratorStates(const GeneratorStates&) = delete;
+  GeneratorStates& operator=(const GeneratorStates&) = delete;
+
+ private:
+  std::vector<std::pair<at::Generator, at::Tensor>> saved_;
+};
+
+}  // namespace
+
+std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at::Tensor> inputs) {
+  auto effects = passes::analyse_effects(forward);
+  std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (effects.value_mutable[forward.inputs[i]]) inputs[i] = inputs[i].detach().clone();
+    if (inputs[i].defined() && std::find(devices.begin(), devices.end(), inputs[i].device()) == devices.end()) {
+      devices.push_back(inputs[i].device());
+    }
+  }
+  GeneratorStates generators(devices);
+  at::NoGradGuard no_grad;
+  return ir::interpret_values(forward, inputs);
+}
+
+BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at::Tensor>& values,
+                                 const std::vector<bool>& input_requires_grad) {
+  BackwardCapture result;
+  auto flow = analyse_flow(forward, input_requires_grad);
+  for (int id : forward.outputs) result.differentiable.push_back(flow.needs[id]);
+  for (std::size_t n = 0; n < forward.nodes.size(); ++n) {
+    if (!flow.active[n]) continue;
+    if (auto why = refusal(forward.nodes[n]); !why.empty()) {
+      result.unsupported = why;
+      result.op = forward.nodes[n].qualified_name();
+      return result;
+    }
+  }
+
+  // Trace inputs: every forward value with a tensor, then one gradient per differentiable output.
+  torch::jit::Stack trace_inputs;
+  std::vector<InputBinding> bindings;
+  std::vector<int> value_of_input;
+  for (std::size_t id = 0; id < values.size(); ++id) {
+    if (!values[id].defined()) continue;
+    trace_inputs.emplace_back(values[id]);
+    bindings.push_back({ir::ValueRole::Input, fmt::format("saved.{}", id)});
+    value_of_input.push_back(static_cast<int>(id));
+  }
+  std::vector<int> gradient_outputs;
+  for (std::size_t k = 0; k < forward.outputs.size(); ++k) {
+    const int id = forward.outputs[k];
+    if (!flow.needs[id]) continue;
+    // Contiguous: at run time the incoming gradients are made contiguous to match.
+    trace_inputs.emplace_back(at::ones(values[id].sizes(), values[id].options()));
+    bindings.push_back({ir::ValueRole::Input, fmt::format("grad.{}", k)});
+    gradient_outputs.push_back(static_cast<int>(k));
+  }
+  const std::size_t saved_count = value_of_input.size();
+  std::vector<int> input_gradients;
+
+  auto differentiate = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+    std::vector<at::Tensor> traced(values.size());
+    for (std::size_t k = 0; k < saved_count; ++k) traced[value_of_input[k]] = inputs[k].toTensor();
+    std::vector<at::Tensor> grads(values.size());
+    for (std::size_t k = 0; k < gradient_outputs.size(); ++k) {
+      const int id = forward.outputs[gradient_outputs[k]];
+      const auto& incoming = inputs[saved_count + k].toTensor();
+      grads[id] = grads[id].defined() ? grads[id] + incoming : incoming;
+    }
+    Sink sink(flow.needs, traced, grads);
+    auto value_of = [&](int id) -> const at::Tensor& { return traced.at(id); };
+    for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
+      if (!flow.active[n]) continue;
+      const auto& node = forward.nodes[n];
+      std::vector<at::Tensor> outgoing;
+      bool any = false;
+      for (int out : node.outputs) {
+        outgoing.push_back(grads[out]);
+        any = any || grads[out].defined();
+      }
+      if (!any) continue;
+      if (!outgoing[0].defined()) {
+        throw Error(fmt::format("a gradient reaches a secondary result of {}, which its rule does not take",
+                                node.qualified_name()));
+      }
+      (*autodiff::find_derivative_rule(node))(autodiff::RuleCall(node, value_of, std::move(outgoing), run_recorded), sink);
+    }
+    std::vector<c10::IValue> elements;
+    for (std::size_t i = 0; i < forward.inputs.size(); ++i) {
+      const auto& grad = grads[forward.inputs[i]];
+      if (!grad.defined()) continue;
+      elements.emplace_back(grad);
+      input_gradients.push_back(static_cast<int>(i));
+    }
+    return {c10::ivalue::Tuple::create(std::move(elements))};
+  };
+
+  std::shared_ptr<torch::jit::tracer::TracingState> state;
+  try {
+    at::NoGradGuard no_grad;
+    // Backward runs at the dtypes the forward left, whatever autocast region the call was in.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    state = std::get<0>(torch::jit::tracer::trace(
+        std::move(trace_inputs), differentiate, [](const at::Tensor&) { return std::string(); },
+        /*strict=*/false, /*force_outplace=*/false));
+  } catch (const std::exception& error) {
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    result.unsupported = fmt::format("a derivative rule failed: {}",
+                                     torch_error ? torch_error->what_without_backtrace() : error.what());
+    return result;
+  }
+  auto graph = state->graph;
+  torch::jit::Inline(*graph);
+  torch::jit::EliminateDeadCode(graph);
+  auto& backward = result.backward;
+  backward.graph = import_torchscript(graph, bindings);
+  backward.input_gradients = std::move(input_gradients);
+
+  // Keep only the inputs the backward reads.
+  std::vector<bool> used(backward.graph.values.size(), false);
+  for (const auto& node : backward.graph.nodes)
+    for (int id : node.input_ids()) used[id] = true;
+  for (int id : backward.graph.outputs) used[id] = true;
+  std::vector<int> inputs;
+  for (std::size_t k = 0; k < backward.graph.inputs.size(); ++k) {
+    const int id = backward.graph.inputs[k];
+    if (!used[id]) continue;
+    inputs.push_back(id);
+    if (k < saved_count) backward.saved.push_back(value_of_input[k]);
+    else backward.output_gradients.push_back(gradient_outputs[k - saved_count]);
+  }
+  backward.graph.inputs = std::move(inputs);
+  backward.graph.remove_unused_values();
+  return result;
+}
+
+}  // namespace zenith::capture

@@ -1,0 +1,39 @@
+// Backward capture: the derivative rules (passes/autodiff) run once, under the LibTorch tracer, on
+// the forward's own tensors; the trace becomes the backward graph. Every type in it is exact
+// because ATen computed it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/graph.h"
+#include "passes/autodiff/backward_graph.h"
+
+namespace zenith::capture {
+
+struct BackwardCapture {
+  autodiff::BackwardGraph backward;
+  /// Why the signature cannot be differentiated (an op with no rule, an in-place write on a value
+  /// that needs a gradient), or empty.
+  std::string unsupported;
+  /// The op at fault when `unsupported` is set, e.g. "aten::erfinv".
+  std::string op;
+  /// Per forward output: it depends on an input requiring a gradient (and has a floating dtype).
+  std::vector<bool> differentiable;
+};
+
+/// Runs `forward` once on `inputs` through the interpreter and returns every value's tensor by id,
+/// leaving no trace: inputs the graph writes (batch norm's running statistics) are cloned first,
+/// and the random number generators of the devices involved are restored afterwards.
+std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at::Tensor> inputs);
+
+/// Differentiates `forward`. `values` holds every forward value's tensor (by id) from one run;
+/// `input_requires_grad` says, per forward input, whether the call's tensor requires a gradient.
+/// The backward's inputs are the forward values its rules read and the gradients of the forward
+/// outputs that lead to an input requiring one; its outputs are those inputs' gradients.
+BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at::Tensor>& values,
+                                 const std::vector<bool>& input_requires_grad);
+
+}  // namespace zenith::capture

@@ -1,0 +1,164 @@
+// Derivative rules of elementwise ops. Broadcasting and dtype are the sink's job: a rule may hand
+// back a gradient in the result's shape and dtype.
+#include <cmath>
+
+#include <ATen/ATen.h>
+
+#include "passes/autodiff/derivative_rules.h"
+
+namespace zenith::autodiff {
+namespace {
+
+void identity(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad()); }
+
+void add_tensor(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", c.grad());
+  if (s.wanted(c, "other")) s.add(c, "other", c.grad() * c.scalar("alpha"));
+}
+
+void sub_tensor(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", c.grad());
+  if (s.wanted(c, "other")) s.add(c, "other", c.grad() * -c.real("alpha"));
+}
+
+// rsub(self, other, alpha) = other - alpha * self
+void rsub_tensor(const RuleCall& c, GradientSink& s) {
+  if (s.wanted(c, "self")) s.add(c, "self", c.grad() * -c.real("alpha"));
+  s.add(c, "other", c.grad());
+}
+
+void rsub_scalar(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * -c.real("alpha")); }
+
+void mul_tensor(const RuleCall& c, GradientSink& s) {
+  if (s.wanted(c, "self")) s.add(c, "self", c.grad() * c.input("other"));
+  if (s.wanted(c, "other")) s.add(c, "other", c.grad() * c.input("self"));
+}
+
+void mul_scalar(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * c.scalar("other")); }
+
+void div_tensor(const RuleCall& c, GradientSink& s) {
+  const auto& other = c.input("other");
+  if (s.wanted(c, "self")) s.add(c, "self", c.grad() / other);
+  // d(a / b)/db = -a / b^2 = -(a / b) / b: the result is at hand.
+  if (s.wanted(c, "other")) s.add(c, "other", -c.grad() * c.output() / other);
+}
+
+void div_scalar(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() / c.scalar("other")); }
+
+void neg(const RuleCall& c, GradientSink& s) { s.add(c, "self", -c.grad()); }
+
+void pow_tensor_scalar(const RuleCall& c, GradientSink& s) {
+  const double exponent = c.real("exponent");
+  const auto& self = c.input("self");
+  if (exponent == 0.0) return s.add(c, "self", at::zeros_like(self));
+  if (exponent == 2.0) return s.add(c, "self", c.grad() * self * 2.0);
+  s.add(c, "self", c.grad() * exponent * self.pow(exponent - 1.0));
+}
+
+// pow(self: Scalar, exponent: Tensor) = self^exponent; d/dexponent = result * log(self)
+void pow_scalar(const RuleCall& c, GradientSink& s) {
+  const double base = c.real("self");
+  s.add(c, "exponent", c.grad() * c.output() * std::log(base));
+}
+
+void rsqrt(const RuleCall& c, GradientSink& s) {
+  const auto& y = c.output();
+  s.add(c, "self", c.grad() * y * y * y * -0.5);
+}
+
+void sqrt(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() / (c.output() * 2.0)); }
+void exp(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * c.output()); }
+void log(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() / c.input("self")); }
+void tanh(const RuleCall& c, GradientSink& s) { s.add(c, "self", at::tanh_backward(c.grad(), c.output())); }
+void sigmoid(const RuleCall& c, GradientSink& s) { s.add(c, "self", at::sigmoid_backward(c.grad(), c.output())); }
+void relu(const RuleCall& c, GradientSink& s) { s.add(c, "self", at::threshold_backward(c.grad(), c.output(), 0)); }
+void silu(const RuleCall& c, GradientSink& s) { s.add(c, "self", at::silu_backward(c.grad(), c.input("self"))); }
+void sin(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * c.input("self").cos()); }
+void cos(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * -c.input("self").sin()); }
+void abs(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * c.input("self").sgn()); }
+
+void reciprocal(const RuleCall& c, GradientSink& s) {
+  const auto& y = c.output();
+  s.add(c, "self", c.grad() * -(y * y));
+}
+
+void gelu(const RuleCall& c, GradientSink& s) {
+  const auto* approximate = std::get_if<std::string>(&c.node().arg("approximate")->value);
+  s.add(c, "self", at::gelu_backward(c.grad(), c.input("self"), approximate ? *approximate : "none"));
+}
+
+void erf(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  s.add(c, "self", c.grad() * (2.0 / std::sqrt(M_PI)) * (-(x * x)).exp());
+}
+
+void masked_fill_scalar(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", c.grad().masked_fill(c.input("mask"), 0));
+}
+
+void where_self(const RuleCall& c, GradientSink& s) {
+  const auto& condition = c.input("condition");
+  auto zero = at::zeros({}, c.grad().options());
+  if (s.wanted(c, "self")) s.add(c, "self", at::where(condition, c.grad(), zero));
+  if (s.wanted(c, "other")) s.add(c, "other", at::where(condition, zero, c.grad()));
+}
+
+// Gradient passes where the value was not clamped (eager's convention at the bounds included).
+void clamp(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  auto keep = at::ones_like(x, at::kBool);
+  if (!c.is_none("min")) keep = keep.logical_and(x >= c.scalar("min"));
+  if (!c.is_none("max")) keep = keep.logical_and(x <= c.scalar("max"));
+  s.add(c, "self", c.grad() * keep);
+}
+
+// A dtype conversion: the gradient goes back to the input's dtype (the sink casts).
+void convert(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad()); }
+
+}  // namespace
+
+void register_elementwise_rules(std::function<void(const std::string&, DerivativeRule)> add) {
+  add("aten::add.Tensor", add_tensor);
+  add("aten::add.Scalar", identity);
+  add("aten::sub.Tensor", sub_tensor);
+  add("aten::sub.Scalar", identity);
+  add("aten::rsub.Tensor", rsub_tensor);
+  add("aten::rsub.Scalar", rsub_scalar);
+  add("aten::mul.Tensor", mul_tensor);
+  add("aten::mul.Scalar", mul_scalar);
+  add("aten::div.Tensor", div_tensor);
+  add("aten::div.Scalar", div_scalar);
+  add("aten::neg", neg);
+  add("aten::pow.Tensor_Scalar", pow_tensor_scalar);
+  add("aten::pow.Scalar", pow_scalar);
+  add("aten::rsqrt", rsqrt);
+  add("aten::sqrt", sqrt);
+  add("aten::exp", exp);
+  add("aten::log", log);
+  add("aten::tanh", tanh);
+  add("aten::sigmoid", sigmoid);
+  add("aten::relu", relu);
+  add("aten::silu", silu);
+  add("aten::gelu", gelu);
+  add("aten::erf", erf);
+  add("aten::sin", sin);
+  add("aten::cos", cos);
+  add("aten::abs", abs);
+  add("aten::reciprocal", reciprocal);
+  add("aten::masked_fill.Scalar", masked_fill_scalar);
+  add("aten::where.self", where_self);
+  add("aten::clamp", clamp);
+  add("aten::to.dtype", convert);
+  add("aten::to.dtype_layout", convert);
+  add("aten::to.device", convert);
+  add("aten::to.other", convert);
+  add("aten::type_as", convert);
+  add("aten::_to_copy", convert);
+  add("aten::_autocast_to_reduced_precision", convert);
+  add("aten::_autocast_to_full_precision", convert);
+  add("aten::contiguous", identity);
+  add("aten::clone", identity);
+  add("aten::alias", identity);
+}
+
+}  // namespace zenith::autodiff

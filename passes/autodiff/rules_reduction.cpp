@@ -1,0 +1,73 @@
+// Derivative rules of reductions and of softmax and log_softmax.
+#include <ATen/ATen.h>
+#include <c10/core/WrapDimMinimal.h>
+
+#include "passes/autodiff/derivative_rules.h"
+
+namespace zenith::autodiff {
+namespace {
+
+// The reduced dimensions of a `dim` argument (None or empty: all), wrapped and sorted.
+std::vector<std::int64_t> reduced_dims(const RuleCall& c, std::int64_t rank) {
+  std::vector<std::int64_t> dims = c.is_none("dim") ? std::vector<std::int64_t>{} : c.integers("dim");
+  if (dims.empty()) {
+    for (std::int64_t d = 0; d < rank; ++d) dims.push_back(d);
+  }
+  for (auto& d : dims) d = c10::maybe_wrap_dim(d, rank);
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+// The gradient of a reduction's result spread back over the input's sizes.
+at::Tensor spread(const RuleCall& c, const at::Tensor& grad, bool keepdim) {
+  const auto& self = c.input("self");
+  at::Tensor g = grad;
+  if (!keepdim) {
+    for (auto d : reduced_dims(c, self.dim())) g = g.unsqueeze(d);
+  }
+  return g.expand(self.sizes());
+}
+
+std::int64_t reduced_count(const RuleCall& c) {
+  const auto& self = c.input("self");
+  std::int64_t count = 1;
+  for (auto d : reduced_dims(c, self.dim())) count *= self.size(d);
+  return count;
+}
+
+void sum_all(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad().expand(c.input("self").sizes())); }
+void sum_dim(const RuleCall& c, GradientSink& s) { s.add(c, "self", spread(c, c.grad(), c.flag("keepdim"))); }
+
+void mean_all(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  s.add(c, "self", c.grad().expand(self.sizes()) / static_cast<double>(self.numel()));
+}
+
+void mean_dim(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", spread(c, c.grad(), c.flag("keepdim")) / static_cast<double>(reduced_count(c)));
+}
+
+void softmax(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  s.add(c, "self", at::_softmax_backward_data(c.grad(), c.output(), c.integer("dim"), self.scalar_type()));
+}
+
+void log_softmax(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  s.add(c, "self", at::_log_softmax_backward_data(c.grad(), c.output(), c.integer("dim"), self.scalar_type()));
+}
+
+}  // namespace
+
+void register_reduction_rules(std::function<void(const std::string&, DerivativeRule)> add) {
+  add("aten::sum", sum_all);
+  add("aten::sum.dim_IntList", sum_dim);
+  add("aten::mean", mean_all);
+  add("aten::mean.dim", mean_dim);
+  add("aten::softmax.int", softmax);
+  add("aten::_softmax", softmax);
+  add("aten::log_softmax.int", log_softmax);
+  add("aten::_log_softmax", log_softmax);
+}
+
+}  // namespace zenith::autodiff

@@ -1,0 +1,114 @@
+#include "passes/autodiff/training_rewrite.h"
+
+#include <c10/core/ScalarType.h>
+
+namespace zenith::autodiff {
+namespace {
+
+ir::Argument copy_arg(const ir::Node& node, const char* from, const char* to = nullptr) {
+  return ir::Argument{to ? to : from, node.arg(from)->value};
+}
+
+bool flag(const ir::Node& node, const char* name) {
+  const auto* arg = node.arg(name);
+  const auto* value = arg ? std::get_if<bool>(&arg->value) : nullptr;
+  return value != nullptr && *value;
+}
+
+double real(const ir::Node& node, const char* name) {
+  const auto* arg = node.arg(name);
+  if (arg == nullptr) return 0.0;
+  if (const auto* v = std::get_if<double>(&arg->value)) return *v;
+  if (const auto* v = std::get_if<std::int64_t>(&arg->value)) return static_cast<double>(*v);
+  return 0.0;
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(ir::Graph& graph) : graph_(graph) {}
+
+  std::vector<int> run() {
+    std::vector<ir::Node> nodes;
+    nodes.reserve(graph_.nodes.size());
+    for (auto& node : graph_.nodes) {
+      if (node.op == "aten::dropout" && flag(node, "train") && real(node, "p") > 0.0) {
+        nodes.push_back(native(node, "aten::native_dropout", {copy_arg(node, "input"), copy_arg(node, "p"),
+                                                              copy_arg(node, "train")}, 1));
+      } else if (node.op == "aten::batch_norm" && flag(node, "training")) {
+        nodes.push_back(native(node, "aten::native_batch_norm",
+                               {copy_arg(node, "input"), copy_arg(node, "weight"), copy_arg(node, "bias"),
+                                copy_arg(node, "running_mean"), copy_arg(node, "running_var"),
+                                copy_arg(node, "training"), copy_arg(node, "momentum"), copy_arg(node, "eps")},
+                               2));
+      } else if (node.op == "aten::layer_norm") {
+        nodes.push_back(native(node, "aten::native_layer_norm",
+                               {copy_arg(node, "input"), copy_arg(node, "normalized_shape"), copy_arg(node, "weight"),
+                                copy_arg(node, "bias"), copy_arg(node, "eps")},
+                               2));
+      } else if (node.op == "aten::max_pool2d") {
+        nodes.push_back(native(node, "aten::max_pool2d_with_indices",
+                               {copy_arg(node, "self"), copy_arg(node, "kernel_size"), copy_arg(node, "stride"),
+                                copy_arg(node, "padding"), copy_arg(node, "dilation"), copy_arg(node, "ceil_mode")},
+                               1));
+      } else if (node.op == "aten::cross_entropy_loss" && splittable_cross_entropy(node)) {
+        split_cross_entropy(node, nodes);
+      } else {
+        nodes.push_back(std::move(node));
+      }
+    }
+    graph_.nodes = std::move(nodes);
+    return std::move(provisional_);
+  }
+
+ private:
+  // Same first result, `extra` new results after it.
+  ir::Node native(const ir::Node& node, const char* op, std::vector<ir::Argument> args, int extra) {
+    ir::Node replacement;
+    replacement.op = op;
+    replacement.args = std::move(args);
+    replacement.outputs = {node.outputs.at(0)};
+    for (int k = 0; k < extra; ++k) replacement.outputs.push_back(provisional_like(node.outputs[0]));
+    return replacement;
+  }
+
+  int provisional_like(int id) {
+    int fresh = graph_.add_value(graph_.value(id).type, ir::ValueRole::Intermediate);
+    provisional_.push_back(fresh);
+    return fresh;
+  }
+
+  // Class-index targets and no label smoothing: exactly log_softmax then nll_loss_nd, as ATen's
+  // own cross_entropy_loss computes it.
+  bool splittable_cross_entropy(const ir::Node& node) const {
+    const auto* target = std::get_if<ir::ValueRef>(&node.arg("target")->value);
+    const auto* self = std::get_if<ir::ValueRef>(&node.arg("self")->value);
+    return target != nullptr && self != nullptr && real(node, "label_smoothing") == 0.0 &&
+           !at::isFloatingType(graph_.value(target->id).type.dtype);
+  }
+
+  void split_cross_entropy(const ir::Node& node, std::vector<ir::Node>& nodes) {
+    const int self = std::get<ir::ValueRef>(node.arg("self")->value).id;
+    ir::Node log_softmax;
+    log_softmax.op = "aten::log_softmax";
+    log_softmax.overload = "int";
+    const std::int64_t class_dim = graph_.value(self).type.rank() == 1 ? 0 : 1;
+    log_softmax.args = {copy_arg(node, "self"), {"dim", class_dim}, {"dtype", ir::NoneArg{}}};
+    log_softmax.outputs = {provisional_like(self)};
+    ir::Node nll;
+    nll.op = "aten::nll_loss_nd";
+    nll.args = {{"self", ir::ValueRef{log_softmax.outputs[0]}}, copy_arg(node, "target"), copy_arg(node, "weight"),
+                copy_arg(node, "reduction"), copy_arg(node, "ignore_index")};
+    nll.outputs = node.outputs;
+    nodes.push_back(std::move(log_softmax));
+    nodes.push_back(std::move(nll));
+  }
+
+  ir::Graph& graph_;
+  std::vector<int> provisional_;
+};
+
+}  // namespace
+
+std::vector<int> rewrite_for_training(ir::Graph& graph) { return Rewriter(graph).run(); }
+
+}  // namespace zenith::autodiff

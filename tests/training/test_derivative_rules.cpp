@@ -1,0 +1,171 @@
+// Every derivative rule, through a compiled call in float64, against eager autograd and against
+// finite differences.
+#include <functional>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "passes/autodiff/derivative_rules.h"
+#include "training/gradient_check.h"
+#include "zenith/compile.h"
+
+namespace {
+
+namespace F = torch::nn::functional;
+using zenith::testing::expect_close;
+using Fn = std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>;
+
+struct Case {
+  std::string name;
+  Fn fn;
+  std::function<std::vector<at::Tensor>()> inputs;  // three float64 tensors (or index tensors)
+  // Off where the function is not the derivative's integral: a float32 round trip, a padding
+  // row that forward reads but autograd gives no gradient.
+  bool finite_differences = true;
+};
+
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
+at::Tensor leaf(std::vector<std::int64_t> sizes) {
+  return torch::randn(sizes, torch::kDouble).requires_grad_(true);
+}
+at::Tensor positive(std::vector<std::int64_t> sizes) {
+  return (torch::rand(sizes, torch::kDouble) + 0.5).requires_grad_(true);
+}
+at::Tensor unused() { return torch::zeros({1}, torch::kDouble); }
+
+std::vector<Case> cases() {
+  auto one = [](std::vector<std::int64_t> s) { return [s] { return std::vector<at::Tensor>{leaf(s), unused(), unused()}; }; };
+  auto two = [](std::vector<std::int64_t> a, std::vector<std::int64_t> b) {
+    return [a, b] { return std::vector<at::Tensor>{leaf(a), leaf(b), unused()}; };
+  };
+  auto three = [](std::vector<std::int64_t> a, std::vector<std::int64_t> b, std::vector<std::int64_t> c) {
+    return [a, b, c] { return std::vector<at::Tensor>{leaf(a), leaf(b), leaf(c)}; };
+  };
+  return {
+      // Elementwise, with broadcasting.
+      {"arithmetic", [](at::Tensor a, at::Tensor b, at::Tensor c) { return (a + b) * c - a / (c * c + 1) - b * 2.5 + torch::rsub(a, 1.0) / 3; },
+       three({3, 4}, {4}, {3, 1})},
+      {"sub_rsub_neg", [](auto a, auto b, auto) { return torch::sub(a, b, 2) - torch::rsub(a, b, 0.5) + (-a); }, two({2, 5}, {2, 5})},
+      {"pow", [](auto a, auto, auto) { return a.pow(2) + a.pow(3) * 0.5; }, one({4, 3})},
+      {"pow_scalar_base", [](auto a, auto, auto) { return torch::pow(2.0, a); }, one({6})},
+      {"roots_logs", [](auto a, auto, auto) { return a.rsqrt() + a.sqrt() + a.log() + a.reciprocal(); },
+       [] { return std::vector<at::Tensor>{positive({3, 5}), unused(), unused()}; }},
+      {"transcendental", [](auto a, auto, auto) { return a.exp() + a.tanh() + a.sigmoid() + a.sin() + a.cos() + a.erf(); }, one({4, 4})},
+      {"activations", [](auto a, auto, auto) {
+         return torch::relu(a) + F::silu(a) + torch::gelu(a) + torch::gelu(a * 2, "tanh") + a.abs();
+       }, one({5, 6})},
+      {"clamp_where_masked_fill", [](auto a, auto b, auto) {
+         auto mask = b > 0;
+         return a.clamp(-0.5, 0.7) + torch::where(mask, a, b * 3) + a.masked_fill(mask.logical_not(), 0.25);
+       }, two({4, 5}, {4, 5})},
+      {"dtype_round_trip", [](auto a, auto, auto) { return a.to(torch::kFloat).to(torch::kDouble) * a; }, one({3, 3}), false},
+      // The matrix-product family.
+      {"mm_t", [](auto a, auto b, auto) { return a.mm(b.t()); }, two({3, 4}, {5, 4})},
+      {"bmm", [](auto a, auto b, auto) { return a.bmm(b); }, two({2, 3, 4}, {2, 4, 5})},
+      {"addmm", [](at::Tensor a, at::Tensor b, at::Tensor c) { return torch::addmm(c, a, b, 0.5, 2.0); }, three({3, 4}, {4, 5}, {5})},
+      {"matmul_dot", [](auto a, auto b, auto) { return a.matmul(b); }, two({5}, {5})},
+      {"matmul_batched_2d", [](auto a, auto b, auto) { return a.matmul(b); }, two({2, 3, 4}, {4, 5})},
+      {"matmul_matrix_vector", [](auto a, auto b, auto) { return a.matmul(b); }, two({3, 4}, {4})},
+      {"matmul_vector_matrix", [](auto a, auto b, auto) { return a.matmul(b); }, two({4}, {4, 5})},
+      {"matmul_broadcast", [](auto a, auto b, auto) { return a.matmul(b); }, two({2, 1, 3, 4}, {5, 4, 6})},
+      {"linear", [](at::Tensor a, at::Tensor b, at::Tensor c) { return F::linear(a, b, c); }, three({2, 3, 4}, {5, 4}, {5})},
+      // Views, reshapes, permutes, slicing, concatenation.
+      {"views", [](auto a, auto, auto) {
+         return a.view({3, 8}).transpose(0, 1).reshape({4, 6}).unsqueeze(1).squeeze(1).flatten() * 1.5;
+       }, one({2, 3, 4})},
+      {"permute_expand", [](auto a, auto b, auto) { return a.permute({2, 0, 1}) + b.expand({4, 2, 3}); }, two({2, 3, 4}, {1, 2, 3})},
+      {"narrow_slice_select", [](auto a, auto, auto) {
+         using torch::indexing::Slice;
+         return a.narrow(1, 1, 3).sum(1) + a.index({Slice(), Slice(0, 6, 2)}).sum(1) + a.select(1, -1);
+       }, one({4, 6})},
+      {"cat_stack", [](at::Tensor a, at::Tensor b, at::Tensor c) { return torch::cat({a, -b, c}, 1).sum(0) + torch::stack({a, b}, 0).sum(1).sum(0)[0]; },
+       three({2, 3}, {2, 3}, {2, 1})},
+      // Reductions, softmax, log_softmax.
+      {"sums_means", [](auto a, auto, auto) {
+         return a.sum() + a.sum(at::IntArrayRef{0, 2}).sum() * a.mean() + a.mean(at::IntArrayRef{-1}, true).sum() + a.sum(1, true).mean();
+       }, one({3, 4, 5})},
+      {"softmax", [](auto a, auto, auto) { return torch::softmax(a, -1) * torch::log_softmax(a, 0); }, one({4, 7})},
+      // Normalizations, convolution, pooling, embedding, losses.
+      {"layer_norm", [](at::Tensor a, at::Tensor b, at::Tensor c) { return F::layer_norm(a, F::LayerNormFuncOptions({6}).weight(b).bias(c).eps(1e-5)); },
+       three({3, 4, 6}, {6}, {6})},
+      {"layer_norm_plain", [](auto a, auto, auto) { return F::layer_norm(a, F::LayerNormFuncOptions({4, 6})); }, one({3, 4, 6})},
+      {"conv2d", [](at::Tensor a, at::Tensor b, at::Tensor c) { return F::conv2d(a, b, F::Conv2dFuncOptions().bias(c).stride(2).padding(1)); },
+       three({2, 3, 9, 9}, {4, 3, 3, 3}, {4})},
+      {"conv2d_groups", [](auto a, auto b, auto) { return F::conv2d(a, b, F::Conv2dFuncOptions().groups(2).dilation(2)); },
+       two({1, 4, 8, 8}, {6, 2, 3, 3})},
+      {"max_pool", [](auto a, auto, auto) { return F::max_pool2d(a, F::MaxPool2dFuncOptions(3).stride(2).padding(1)); },
+       one({2, 3, 9, 9})},
+      {"adaptive_avg_pool", [](auto a, auto, auto) {
+         return F::adaptive_avg_pool2d(a, F::AdaptiveAvgPool2dFuncOptions({1, 1})).flatten(1).sum(1) +
+                F::adaptive_avg_pool2d(a, F::AdaptiveAvgPool2dFuncOptions({2, 3})).sum(at::IntArrayRef{1, 2, 3});
+       }, one({2, 3, 7, 8})},
+      {"embedding", [](auto weight, auto ids, auto) { return F::embedding(ids, weight); },
+       [] { return std::vector<at::Tensor>{leaf({10, 4}), torch::randint(10, {3, 5}), unused()}; }},
+      {"embedding_padding", [](auto weight, auto ids, auto) { return F::embedding(ids, weight, F::EmbeddingFuncOptions().padding_idx(1)); },
+       [] { return std::vector<at::Tensor>{leaf({10, 4}), torch::randint(10, {3, 5}), unused()}; }, false},
+      {"batch_norm_eval", [](at::Tensor a, at::Tensor b, at::Tensor c) {
+         auto mean = torch::linspace(-1, 1, 3, torch::kDouble), var = torch::linspace(0.5, 2, 3, torch::kDouble);
+         return F::batch_norm(a, mean, var, F::BatchNormFuncOptions().weight(b).bias(c).training(false));
+       }, three({2, 3, 4, 4}, {3}, {3})},
+      {"batch_norm_train", [](at::Tensor a, at::Tensor b, at::Tensor c) {
+         return F::batch_norm(a, at::Tensor(), at::Tensor(), F::BatchNormFuncOptions().weight(b).bias(c).training(true));
+       }, three({4, 3, 5, 5}, {3}, {3})},
+      {"cross_entropy", [](auto logits, auto target, auto) {
+         return F::cross_entropy(logits, target) + F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(2));
+       }, [] { return std::vector<at::Tensor>{leaf({6, 5}), torch::randint(5, {6}), unused()}; }},
+      {"cross_entropy_weighted_4d", [](at::Tensor logits, at::Tensor target, at::Tensor weight) {
+         return F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().weight(weight).reduction(torch::kNone)).sum();
+       }, [] { return std::vector<at::Tensor>{leaf({2, 4, 3, 3}), torch::randint(4, {2, 3, 3}), torch::rand({4}, torch::kDouble) + 0.5}; }},
+      {"nll_loss", [](auto logits, auto target, auto) { return F::nll_loss(torch::log_softmax(logits, 1), target); },
+       [] { return std::vector<at::Tensor>{leaf({5, 7}), torch::randint(7, {5}), unused()}; }},
+  };
+}
+
+class DerivativeRule : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DerivativeRule, MatchesEagerAndFiniteDifferences) {
+  const auto& c = GetParam();
+  auto inputs = c.inputs();
+  auto eager = [&](const std::vector<at::Tensor>& in) { return std::vector<at::Tensor>{c.fn(in[0], in[1], in[2])}; };
+  std::vector<at::Tensor> reference;
+  {
+    torch::NoGradGuard no_grad;
+    reference = eager(inputs);
+  }
+  auto weights = zenith::testing::projection_weights(reference);
+  auto want = zenith::testing::gradients_of(eager, inputs, weights);
+
+  zenith::CompileOptions options;
+  options.name = c.name;
+  options.fallback_to_eager = false;  // a missing rule must fail here, not run eagerly
+  auto compiled = zenith::compile([fn = c.fn](at::Tensor a, at::Tensor b, at::Tensor x) { return fn(a, b, x); }, options);
+  auto through_zenith = [&](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{compiled(in[0], in[1], in[2])};
+  };
+  zenith::testing::gradients_of(through_zenith, inputs, weights);  // captures; eager autograd
+  auto got = zenith::testing::gradients_of(through_zenith, inputs, weights);
+  ASSERT_TRUE(compiled.report().backward.compiled) << compiled.report().to_string();
+  ASSERT_EQ(compiled.stats().training_calls, 1);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    expect_close(got[i], want[i], 1e-9, 1e-12, c.name + ": input " + std::to_string(i));
+  }
+  if (c.finite_differences) zenith::testing::expect_directional_derivative(eager, inputs, weights, got, c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, DerivativeRule, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(DerivativeRules, CoverTheOpsTheIssueNames) {
+  auto ops = zenith::autodiff::differentiable_ops();
+  for (const char* op : {"aten::add.Tensor", "aten::matmul", "aten::view", "aten::permute", "aten::slice.Tensor",
+                         "aten::cat", "aten::sum.dim_IntList", "aten::softmax.int", "aten::log_softmax.int",
+                         "aten::native_layer_norm", "aten::embedding", "aten::_convolution",
+                         "aten::native_batch_norm", "aten::max_pool2d_with_indices", "aten::adaptive_avg_pool2d",
+                         "aten::native_dropout", "aten::cross_entropy_loss", "aten::nll_loss_nd", "aten::rsqrt",
+                         "aten::pow.Tensor_Scalar", "aten::mean.dim"}) {
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,407 @@
+// Training through compiled modules: the zoo's gradients against eager autograd, optimizer steps,
+// train/eval plans, dropout, the eager fallback for ops without a rule, double backward.
+#include <filesystem>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <ATen/autocast_mode.h>
+
+#include "core/dump.h"
+
+#include "models/bert.h"
+#include "models/cnn.h"
+#include "models/llama.h"
+#include "models/mlp.h"
+#include "training/gradient_check.h"
+#include "zenith/compile.h"
+
+namespace {
+
+using zenith::testing::expect_close;
+namespace models = zenith::models;
+
+// Built twice: on the CPU (CI) and, with ZENITH_TRAINING_ON_CUDA, on the GPU (label gpu).
+#ifdef ZENITH_TRAINING_ON_CUDA
+const torch::Device kDevice(torch::kCUDA);
+// cuDNN's batch norm and convolution algorithms against Zenith's native batch norm kernels and
+// fused reductions, TF32 off: float32 rounding, summed in other orders over larger reductions.
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-4;
+#else
+const torch::Device kDevice(torch::kCPU);
+// float32 model tolerances: the compiled backward sums in another order than eager's (fused
+// reductions, one matrix product over flattened rows), so gradients agree to rounding.
+constexpr double kRtol = 1e-4;
+constexpr double kAtol = 1e-5;
+#endif
+
+class TrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef ZENITH_TRAINING_ON_CUDA
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+#endif
+  }
+};
+
+at::Tensor on_device(at::Tensor t) { return t.to(kDevice); }
+
+zenith::CompileOptions strict(const std::string& name) {
+  zenith::CompileOptions options;
+  options.name = name;
+  options.fallback_to_eager = false;  // a missing rule fails the test instead of running eagerly
+  return options;
+}
+
+void expect_same_gradients(torch::nn::Module& eager, torch::nn::Module& compiled, const std::string& what) {
+  auto want = eager.named_parameters(true);
+  auto got = compiled.named_parameters(true);
+  ASSERT_EQ(want.size(), got.size());
+  int compared = 0;
+  for (const auto& item : want) {
+    const auto& mine = got[item.key()];
+    if (!item.value().requires_grad()) continue;
+    expect_close(mine.grad(), item.value().grad(), kRtol, kAtol, what + ": " + item.key());
+    ++compared;
+  }
+  EXPECT_GT(compared, 0) << what;
+  for (const auto& item : eager.named_buffers(true)) {
+    expect_close(compiled.named_buffers(true)[item.key()], item.value(), kRtol, kAtol, what + ": buffer " + item.key());
+  }
+}
+
+// A CNN with its loss inside forward, so the compiled call holds cross_entropy too.
+struct CnnLossImpl : torch::nn::Module {
+  explicit CnnLossImpl(const models::CnnConfig& config) : net(register_module("net", models::Cnn(config))) {}
+  torch::Tensor forward(torch::Tensor images, torch::Tensor labels) {
+    return torch::cross_entropy_loss(net->forward(images), labels);
+  }
+  models::Cnn net;
+};
+TORCH_MODULE(CnnLoss);
+
+struct BertLossImpl : torch::nn::Module {
+  explicit BertLossImpl(const models::BertConfig& config) : bert(register_module("bert", models::Bert(config))) {}
+  torch::Tensor forward(torch::Tensor ids, torch::Tensor mask) {
+    auto hidden = bert->forward(ids, mask);
+    return (hidden * hidden).mean();
+  }
+  models::Bert bert;
+};
+TORCH_MODULE(BertLoss);
+
+struct LlamaLossImpl : torch::nn::Module {
+  explicit LlamaLossImpl(const models::LlamaConfig& config) : config(config), llama(register_module("llama", models::Llama(config))) {}
+  torch::Tensor forward(torch::Tensor tokens, torch::Tensor targets) {
+    auto [past_k, past_v] = models::empty_cache(config, tokens.size(0));
+    auto logits = std::get<0>(llama->forward(tokens, past_k, past_v));
+    return torch::cross_entropy_loss(logits.reshape({-1, config.vocab_size}), targets.reshape(-1));
+  }
+  models::LlamaConfig config;
+  models::Llama llama;
+};
+TORCH_MODULE(LlamaLoss);
+
+// Two identical modules; each step runs both on the same inputs and compares loss and gradients.
+template <typename Module, typename... Args>
+void check_steps(Module eager, Module twin, const std::string& what, int steps, Args... args) {
+  auto compiled = zenith::compile(twin, strict(what));
+  for (int step = 0; step < steps; ++step) {
+    eager->zero_grad();
+    twin->zero_grad();
+    auto want = eager->forward(args...);
+    auto got = compiled(args...);
+    want.backward();
+    got.backward();
+    expect_close(got.detach(), want.detach(), kRtol, kAtol, what + ": loss");
+    expect_same_gradients(*eager, *twin, what + " step " + std::to_string(step));
+  }
+  EXPECT_EQ(compiled.stats().training_calls, steps - 1) << compiled.report().to_string();
+  EXPECT_TRUE(compiled.report().backward.compiled);
+  EXPECT_EQ(compiled.stats().eager_calls, 0);
+}
+
+template <typename Module, typename Config>
+std::pair<Module, Module> twins(const Config& config) {
+  torch::manual_seed(7);
+  Module a(config);
+  torch::manual_seed(7);
+  Module b(config);
+  a->to(kDevice);
+  b->to(kDevice);
+  return {a, b};
+}
+
+TEST_F(TrainingTest, ZooCnnWithBatchNormAndCrossEntropy) {
+  auto [eager, twin] = twins<CnnLoss>(models::CnnConfig::small());
+  eager->train();
+  twin->train();
+  check_steps(eager, twin, "cnn", 3, on_device(torch::randn({4, 3, 32, 32})), on_device(torch::randint(10, {4})));
+}
+
+TEST_F(TrainingTest, ZooBertWithDropout) {
+  // Dropout in training mode: Zenith's native_dropout draws the same Bernoulli numbers as eager's
+  // dropout on the CPU, so with one seed the two agree exactly.
+  auto config = models::BertConfig::small();
+  auto [eager, twin] = twins<BertLoss>(config);
+  eager->train();
+  twin->train();
+  auto compiled = zenith::compile(twin, strict("bert"));
+  auto ids = on_device(torch::randint(config.vocab_size, {2, 8}));
+  auto mask = on_device(torch::ones({2, 8}, torch::kLong));
+  for (int step = 0; step < 3; ++step) {
+    eager->zero_grad();
+    twin->zero_grad();
+    torch::manual_seed(100 + step);
+    auto want = eager->forward(ids, mask);
+    torch::manual_seed(100 + step);
+    auto got = compiled(ids, mask);
+    want.backward();
+    got.backward();
+    expect_close(got.detach(), want.detach(), kRtol, kAtol, "bert: loss");
+    expect_same_gradients(*eager, *twin, "bert step " + std::to_string(step));
+  }
+  EXPECT_EQ(compiled.stats().training_calls, 2);
+}
+
+TEST_F(TrainingTest, ZooLlamaWithCrossEntropy) {
+  auto config = models::LlamaConfig::small();
+  auto [eager, twin] = twins<LlamaLoss>(config);
+  check_steps(eager, twin, "llama", 3, on_device(torch::randint(config.vocab_size, {2, 8})),
+              on_device(torch::randint(config.vocab_size, {2, 8})));
+}
+
+TEST_F(TrainingTest, ZooMlp) {
+  models::MlpConfig config;
+  config.in = 16;
+  config.hidden = {32, 32};
+  config.out = 8;
+  auto [eager, twin] = twins<models::Mlp>(config);
+  auto compiled = zenith::compile(twin, strict("mlp"));
+  auto x = on_device(torch::randn({5, 16}));
+  for (int step = 0; step < 3; ++step) {
+    eager->zero_grad();
+    twin->zero_grad();
+    auto w = on_device(torch::randn({5, 8}));
+    (eager->forward(x) * w).sum().backward();
+    (compiled(x) * w).sum().backward();
+    expect_same_gradients(*eager, *twin, "mlp step " + std::to_string(step));
+  }
+  // GELU's output, read by the next layer's weight gradient, is recomputed from its input.
+  EXPECT_GT(compiled.report().backward.recomputed_values, 0) << compiled.report().to_string();
+}
+
+TEST_F(TrainingTest, OptimizerAndClippingSeeTheGradients) {
+  auto [eager, twin] = twins<CnnLoss>(models::CnnConfig::small());
+  auto compiled = zenith::compile(twin, strict("sgd"));
+  torch::optim::SGD eager_sgd(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  torch::optim::SGD twin_sgd(twin->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto images = on_device(torch::randn({4, 3, 32, 32}));
+  auto labels = on_device(torch::randint(10, {4}));
+  std::vector<double> losses;
+  for (int step = 0; step < 6; ++step) {
+    eager_sgd.zero_grad();
+    twin_sgd.zero_grad();
+    auto want = eager->forward(images, labels);
+    auto got = compiled(images, labels);
+    want.backward();
+    got.backward();
+    const double want_norm = torch::nn::utils::clip_grad_norm_(eager->parameters(), 1.0);
+    const double got_norm = torch::nn::utils::clip_grad_norm_(twin->parameters(), 1.0);
+    EXPECT_NEAR(got_norm, want_norm, 1e-4 * want_norm) << "step " << step;
+    eager_sgd.step();
+    twin_sgd.step();
+    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-4) << "step " << step;
+    losses.push_back(got.item<double>());
+  }
+  EXPECT_LT(losses.back(), losses.front());  // the parameters the plan reads are the live ones
+  EXPECT_EQ(compiled.stats().training_calls, 5);
+}
+
+TEST_F(TrainingTest, TrainAndEvalAreSeparatePlans) {
+  auto [eager, twin] = twins<CnnLoss>(models::CnnConfig::small());
+  auto compiled = zenith::compile(twin, strict("modes"));
+  auto images = on_device(torch::randn({2, 3, 32, 32}));
+  auto labels = on_device(torch::randint(10, {2}));
+  for (bool training : {true, false, true, false}) {
+    eager->train(training);
+    twin->train(training);
+    for (int call = 0; call < 2; ++call) {
+      eager->zero_grad();
+      twin->zero_grad();
+      eager->forward(images, labels).backward();
+      compiled(images, labels).backward();
+      expect_same_gradients(*eager, *twin, training ? "train" : "eval");
+    }
+  }
+  EXPECT_EQ(compiled.stats().misses, 2);  // one plan per mode, then hits
+  EXPECT_EQ(compiled.stats().training_calls, 6);
+}
+
+struct DropoutNetImpl : torch::nn::Module {
+  DropoutNetImpl() : linear(register_module("linear", torch::nn::Linear(16, 16))), dropout(register_module("dropout", torch::nn::Dropout(0.5))) {}
+  torch::Tensor forward(torch::Tensor x) { return dropout->forward(torch::tanh(linear->forward(x))); }
+  torch::nn::Linear linear;
+  torch::nn::Dropout dropout;
+};
+TORCH_MODULE(DropoutNet);
+
+TEST_F(TrainingTest, DropoutIsFreshEveryCallAndReproducibleWithASeed) {
+  DropoutNet net;
+  net->to(kDevice);
+  net->train();
+  auto compiled = zenith::compile(net, strict("dropout"));
+  auto x = on_device(torch::randn({8, 16})).requires_grad_(true);
+  compiled(x);  // capture
+  auto run = [&](int seed) {
+    torch::manual_seed(seed);
+    net->zero_grad();
+    auto leaf = x.detach().clone().requires_grad_(true);
+    auto y = compiled(leaf);
+    auto w = torch::ones_like(y);
+    (y * w).sum().backward();
+    return std::make_tuple(y.detach(), leaf.grad(), net->linear->weight.grad().clone());
+  };
+  auto [y1, gx1, gw1] = run(3);
+  auto [y2, gx2, gw2] = run(3);
+  auto [y3, gx3, gw3] = run(4);
+  EXPECT_TRUE(torch::equal(y1, y2));
+  EXPECT_TRUE(torch::equal(gx1, gx2));
+  EXPECT_TRUE(torch::equal(gw1, gw2));
+  EXPECT_FALSE(torch::equal(y1, y3));  // another draw
+  // The gradient passes exactly where the output kept its value, scaled by 1 / (1 - p).
+  auto kept = (y1 != 0).to(torch::kFloat);  // (a kept value of exactly 0 has probability 0)
+  auto t = torch::tanh(net->linear->forward(x.detach()));
+  expect_close(gx1, torch::mm(kept * 2.0 * (1 - t * t), net->linear->weight.detach()), 1e-5, 1e-6, "dropout input grad");
+  EXPECT_EQ(compiled.stats().training_calls, 3);
+}
+
+TEST_F(TrainingTest, OpWithoutRuleRunsEagerlyWithOneWarning) {
+  auto fn = [](at::Tensor x) { return torch::cumsum(x, 0) * x; };
+  zenith::CompileOptions options;
+  options.name = "cumsum";
+  auto compiled = zenith::compile(fn, options);
+  ::testing::internal::CaptureStderr();
+  for (int n : {4, 4, 6, 6}) {
+    auto x = on_device(torch::randn({n, 3}, torch::kDouble)).requires_grad_(true);
+    auto y = compiled(x);
+    y.sum().backward();
+    auto leaf = x.detach().clone().requires_grad_(true);
+    fn(leaf).sum().backward();
+    expect_close(x.grad(), leaf.grad(), 1e-12, 1e-12, "eager gradient");
+  }
+  auto log = ::testing::internal::GetCapturedStderr();
+  std::size_t warnings = 0;
+  for (std::size_t at = log.find("warn"); at != std::string::npos; at = log.find("warn", at + 1)) ++warnings;
+  EXPECT_EQ(warnings, 1u) << log;
+  EXPECT_NE(log.find("aten::cumsum has no derivative rule"), std::string::npos) << log;
+  EXPECT_TRUE(compiled.report().eager_fallback);
+  EXPECT_EQ(compiled.stats().eager_calls, 4);
+}
+
+TEST_F(TrainingTest, DoubleBackwardRaisesAClearError) {
+  auto fn = [](at::Tensor x) { return (x * x * x).sum(); };
+  auto compiled = zenith::compile(fn, strict("double"));
+  auto x = on_device(torch::randn({5}, torch::kDouble)).requires_grad_(true);
+  compiled(x);
+  auto y = compiled(x);
+  try {
+    torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    FAIL() << "double backward did not raise";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("double backward"), std::string::npos) << error.what();
+  }
+  auto first = torch::autograd::grad({y}, {x});  // a plain backward still works
+  expect_close(first[0], 3 * x.detach() * x.detach(), 1e-12, 1e-12, "first derivative");
+}
+
+TEST_F(TrainingTest, CompileTrainingOffRunsEagerly) {
+  auto options = strict("off");
+  options.compile_training = false;
+  auto compiled = zenith::compile([](at::Tensor x) { return x.sin(); }, options);
+  auto x = on_device(torch::randn({3})).requires_grad_(true);
+  compiled(x).sum().backward();
+  compiled(x).sum().backward();
+  EXPECT_EQ(compiled.stats().eager_calls, 2);
+  EXPECT_EQ(compiled.stats().training_calls, 0);
+}
+
+TEST_F(TrainingTest, GradModeIsPartOfTheSignature) {
+  // The same call under NoGradGuard and with gradients: two plans, the second an autograd node.
+  auto linear = torch::nn::Linear(3, 3);
+  linear->to(kDevice);
+  auto fn_module = zenith::compile(linear, strict("grad-mode"));
+  auto x = on_device(torch::randn({2, 3}));
+  {
+    torch::NoGradGuard no_grad;
+    fn_module(x);
+  }
+  auto y = fn_module(x);
+  y = fn_module(x);
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_TRUE(fn_module.report().backward.compiled);
+  EXPECT_EQ(fn_module.stats().misses, 2);
+}
+
+TEST_F(TrainingTest, AutocastRegionsRunEagerly) {
+  models::MlpConfig config;
+  config.in = 16;
+  config.hidden = {32};
+  config.out = 8;
+  auto [eager, twin] = twins<models::Mlp>(config);
+  auto compiled = zenith::compile(twin, strict("autocast"));
+  auto x = on_device(torch::randn({2, 5, 16}));
+  for (int step = 0; step < 2; ++step) {
+    eager->zero_grad();
+    twin->zero_grad();
+    at::autocast::set_autocast_enabled(kDevice.type(), true);
+    at::autocast::set_autocast_dtype(kDevice.type(), at::kBFloat16);
+    auto want = eager->forward(x).to(torch::kFloat).pow(2).mean();
+    auto got = compiled(x).to(torch::kFloat).pow(2).mean();
+    at::autocast::set_autocast_enabled(kDevice.type(), false);
+    at::autocast::clear_cache();
+    want.backward();
+    got.backward();
+    EXPECT_TRUE(torch::equal(got, want));
+    for (const auto& item : eager->named_parameters()) {
+      EXPECT_TRUE(torch::equal(twin->named_parameters()[item.key()].grad(), item.value().grad())) << item.key();
+    }
+  }
+  EXPECT_EQ(compiled.stats().eager_calls, 2);
+  EXPECT_EQ(compiled.stats().misses, 0);
+}
+
+TEST_F(TrainingTest, DumpHoldsTheBackward) {
+  namespace fs = std::filesystem;
+  auto folder = fs::temp_directory_path() / ("zenith-test-training-dump-" + std::to_string(::getpid()));
+  auto options = strict("mlp-dump");
+  options.dump_dir = folder.string();
+  models::MlpConfig config;
+  config.in = 8;
+  config.hidden = {16};
+  config.out = 4;
+  models::Mlp mlp(config);
+  mlp->to(kDevice);
+  auto compiled = zenith::compile(mlp, options);
+  compiled(on_device(torch::randn({3, 8}))).sum().backward();
+  const auto report = compiled.report();
+  ASSERT_FALSE(report.dump_path.empty());
+  auto dump = zenith::dump_from_json(zenith::read_json_file(report.dump_path));
+  EXPECT_TRUE(dump.report.backward.compiled);
+  EXPECT_EQ(dump.report.backward.saved_values, report.backward.saved_values);
+  EXPECT_FALSE(dump.backward.nodes.empty());
+  EXPECT_FALSE(dump.backward_steps.empty());
+  // The backward's outputs are the gradients of the parameters that require one (the MLP has
+  // two linear layers: two weights, two biases).
+  EXPECT_EQ(dump.backward.outputs.size(), 4u);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove(entry.path(), ec);
+  fs::remove(folder, ec);
+}
+
+}  // namespace
