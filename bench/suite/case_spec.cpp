@@ -18,6 +18,8 @@ const nlohmann::json& required(const CaseSpec& spec, const char* key) {
 
 std::int64_t CaseSpec::integer(const char* key) const { return required(*this, key).get<std::int64_t>(); }
 
+double CaseSpec::number(const char* key) const { return required(*this, key).get<double>(); }
+
 std::string CaseSpec::text(const char* key) const { return required(*this, key).get<std::string>(); }
 
 bool CaseSpec::flag(const char* key) const { return params.value(key, false); }

@@ -17,6 +17,8 @@ struct CaseSpec {
 
   /// An integer parameter; throws naming the case when it is missing.
   std::int64_t integer(const char* key) const;
+  /// A number parameter (an integer is accepted); throws naming the case when it is missing.
+  double number(const char* key) const;
   /// A string parameter; throws naming the case when it is missing.
   std::string text(const char* key) const;
   /// A flag; false when absent.

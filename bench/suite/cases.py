@@ -6,8 +6,10 @@ import torch
 
 CASES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases.json")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-# The workloads the Python peers run; training is eager C++ only.
-PEER_WORKLOADS = ("elementwise", "sweep", "bert", "resnet", "decode")
+# Inference workloads: prepare.py traces them for TorchScript and packages them for AOTInductor.
+INFERENCE_WORKLOADS = ("elementwise", "sweep", "bert", "resnet", "decode")
+# The workloads the Python peers run (torch.compile), and so the ones prepare.py writes files for.
+PEER_WORKLOADS = INFERENCE_WORKLOADS + ("training",)
 
 
 def load_cases(smoke=False, only=None):

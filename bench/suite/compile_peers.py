@@ -1,6 +1,8 @@
 """The Python peers of the suite: torch.compile in its default mode and in mode="reduce-overhead"
 (CUDA graphs), on the weights and inputs prepare.py wrote, checked against Python eager's outputs
-(which the C++ runner checks against C++ eager) and timed as the C++ runner times.
+(which the C++ runner checks against C++ eager) and timed as the C++ runner times. Training cases
+run one mode, "torch.compile (training)": the step module (model and loss) compiled, backward
+through the compiled graph, the AdamW step eager, as in the C++ rows.
 
   compile_peers.py --dir D --out python.json [--wait-for FILE] [--budget-s S] [--seconds S]
 
@@ -25,6 +27,14 @@ from cases import PEER_WORKLOADS, load_cases  # noqa: E402
 from timing import PeakMemory, summarize, time_calls, wall_ms  # noqa: E402
 
 MODES = {"torch.compile": "default", "torch.compile reduce-overhead": "reduce-overhead"}
+# Training rows name their workload, as the C++ rows "eager (training)" and "zenith (training)" do.
+TRAINING_MODES = {"torch.compile (training)": "default"}
+# A training step is long: timed as workload_training.cpp times it (its kMinTimedSteps, kMaxTimedSteps).
+TRAINING_REPS = (5, 50)
+
+
+def modes_of(case):
+    return TRAINING_MODES if case["workload"] == "training" else MODES
 
 
 def new_row(case, mode):
@@ -203,7 +213,52 @@ class Decode:
         return self.row
 
 
+class Training:
+    """A training case: compile the step module and take the first steps now, their losses and the
+    gradient norm after the first backward checked against Python eager's (prepare.py's, which the
+    C++ runner checks its eager against); time steps later."""
+
+    def __init__(self, case, mode, folder, device, settings):
+        self.case, self.settings = case, settings
+        self.row = new_row(case, mode)
+        inputs, outputs = case_models.load_io(folder, case, device)
+        module = case_models.load_training_step(folder, case, device)
+        total, without_embeddings = case_models.parameter_counts(module.model)
+        self.row["extra"].update(parameters=total, parameters_without_embeddings=without_embeddings)
+        memory = PeakMemory()
+        start = time.perf_counter()
+        fn = torch.compile(module, mode=TRAINING_MODES[mode], dynamic=False)
+        self.row["setup_ms"] = (time.perf_counter() - start) * 1000
+        self.trainer = case_models.Trainer(module, fn, case_models.training_inputs(case, inputs), case)
+        expected = outputs["losses"].tolist()
+        graphs_before = unique_graphs()
+        self.row["first_call_ms"], loss = wall_ms(self.trainer.step)
+        # More than one graph means graph breaks: parts of the step ran eagerly between them.
+        self.row["extra"]["graphs_compiled"] = unique_graphs() - graphs_before
+        norm = self.trainer.grad_norm()  # the first backward's: kept until the next zero_grad
+        losses = [loss] + [self.trainer.step() for _ in range(len(expected) - 1)]
+        self.row["extra"].update(losses=losses, grad_norm=norm)
+        dtype, what = case["torch_dtype"], f"{mode} against Python eager"
+        self.row["max_rel_error"] = max(
+            check_close([torch.tensor(losses, dtype=torch.float64)], [outputs["losses"]], dtype,
+                        f"{what}, losses of the first {len(expected)} steps {losses} against {expected}"),
+            check_close([torch.tensor([norm], dtype=torch.float64)], [outputs["grad_norm"]], dtype,
+                        f"{what}, gradient norm after the first backward {norm} against {outputs['grad_norm'].item()}"))
+        for _ in range(len(expected), settings.warmup):
+            self.trainer.step()
+        self.row["peak_mb"] = memory.extra_mb()
+
+    def finish(self):
+        min_reps, max_reps = (1, 1) if self.settings.smoke else TRAINING_REPS
+        median, p90, _, reps = time_calls(self.trainer.step, self.settings.seconds, min_reps, max_reps)
+        self.row.update(median_ms=median, p90_ms=p90, reps=reps)
+        self.row["extra"].update(steps_per_s=1000.0 / median, last_loss=self.trainer.last_loss)
+        return self.row
+
+
 def start_case(case, mode, folder, device, settings):
+    if case["workload"] == "training":
+        return Training(case, mode, folder, device, settings)
     model = case_models.load_model(folder, case, device)
     inputs, outputs = case_models.load_io(folder, case, device)
     w = case["workload"]
@@ -246,7 +301,7 @@ def main():
     rows, pending = [], []
     with torch.no_grad():
         for case in cases:
-            for mode in MODES:
+            for mode in modes_of(case):
                 if time.time() > deadline:
                     row = fail(new_row(case, mode), "not started: the Python peers' time budget was spent")
                     row["status"] = "skipped"

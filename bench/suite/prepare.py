@@ -2,7 +2,9 @@
 same inputs:
 
   prepare.py data --dir D   weights (one file per model, random, seeded), inputs and Python eager
-                            outputs per case, and the TorchScript trace of each case
+                            outputs per case (for a training case, the losses of its first steps
+                            and the gradient norm after the first backward), and the TorchScript
+                            trace of each inference case
   prepare.py aoti --dir D   the AOTInductor package of each case (slow: runs beside the C++ build)
 
 Weights are float32 safetensors files with the C++ zoo's names, except the decoder's: float16 with
@@ -24,7 +26,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import case_models  # noqa: E402
 import zoo  # noqa: E402
-from cases import PEER_WORKLOADS, load_cases  # noqa: E402
+from cases import INFERENCE_WORKLOADS, PEER_WORKLOADS, load_cases  # noqa: E402
 
 
 def seed_of(name):
@@ -70,7 +72,18 @@ def make_inputs(case, device):
     if w == "decode":
         vocab = zoo.LLAMA_CONFIGS[case["config"]]["vocab_size"]
         return {"prompt": randint(vocab, 1, case["prompt"]), "tokens": randint(vocab, 1, case["new_tokens"])}
-    raise ValueError(w)
+    if w == "training" and case["model"] == "cnn":
+        c = zoo.CNN_CONFIGS[case["config"]]
+        # float32 whatever the case's dtype: bfloat16 cases train under autocast, which casts.
+        images = torch.randn(case["batch"], c["in_channels"], case["image"], case["image"], generator=g, device=device)
+        return {"images": images, "labels": randint(c["num_classes"], case["batch"])}
+    if w == "training" and case["model"] == "transformer6":
+        vocab = zoo.BERT_CONFIGS[case["config"]]["vocab_size"]
+        batch, seq = case["batch"], case["seq"]
+        return {"input_ids": randint(vocab, batch, seq),
+                "attention_mask": torch.ones(batch, seq, dtype=torch.long, device=device),
+                "labels": randint(vocab, batch * seq)}
+    raise ValueError(f"case {case['name']}: no inputs for workload {w}")
 
 
 def eager_outputs(case, model, inputs, device):
@@ -89,6 +102,15 @@ def eager_outputs(case, model, inputs, device):
         args = case_models.fixed_inputs(case, {k: _layout(case, t) for k, t in inputs.items()})
         name = {"elementwise": "y", "bert": "hidden", "resnet": "logits"}[w]
         return {name: model(*args)}
+
+
+def training_outputs(folder, case, inputs, device):
+    """Python eager's first losses and its gradient norm after the first backward: C++ eager and
+    torch.compile check theirs against these."""
+    module = case_models.load_training_step(folder, case, device)
+    trainer = case_models.Trainer(module, module, case_models.training_inputs(case, inputs), case)
+    losses, norm = trainer.first_steps(case_models.CHECKED_STEPS)
+    return {"losses": torch.tensor(losses, dtype=torch.float64), "grad_norm": torch.tensor([norm], dtype=torch.float64)}
 
 
 def _layout(case, t):
@@ -121,14 +143,20 @@ def prepare_data(folder, cases, device):
         if "weights" in case:
             make_weights(folder, case, device)
         inputs = make_inputs(case, device)
-        model = case_models.load_model(folder, case, device)
-        outputs = eager_outputs(case, model, inputs, device)
+        inference = case["workload"] in INFERENCE_WORKLOADS
+        if inference:
+            model = case_models.load_model(folder, case, device)
+            outputs = eager_outputs(case, model, inputs, device)
+        else:
+            outputs = training_outputs(folder, case, inputs, device)
         tensors = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
         tensors.update({f"output.{k}": v.contiguous() for k, v in outputs.items()})
         save_file({k: v.cpu() for k, v in tensors.items()}, case_models.io_path(folder, case))
-        model_inputs, _ = case_models.load_io(folder, case, device)
-        trace_torchscript(folder, case, model, model_inputs, device)
-        print(f"[prepare] {case['name']}: data and TorchScript in {time.time() - start:.1f} s", flush=True)
+        if inference:
+            model_inputs, _ = case_models.load_io(folder, case, device)
+            trace_torchscript(folder, case, model, model_inputs, device)
+        print(f"[prepare] {case['name']}: data{' and TorchScript' if inference else ''} in {time.time() - start:.1f} s",
+              flush=True)
 
 
 def export_program(case, model, args):
@@ -186,7 +214,9 @@ def main():
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     os.makedirs(args.dir, exist_ok=True)
-    cases = [c for c in load_cases(args.smoke, set(filter(None, args.only.split(",")))) if c["workload"] in PEER_WORKLOADS]
+    # Training has no TorchScript or AOTInductor mode: its files are data only.
+    workloads = PEER_WORKLOADS if args.what == "data" else INFERENCE_WORKLOADS
+    cases = [c for c in load_cases(args.smoke, set(filter(None, args.only.split(",")))) if c["workload"] in workloads]
     if args.what == "data":
         prepare_data(args.dir, cases, device)
     else:

@@ -23,6 +23,11 @@ def by_key(rows):
     return {(r["case"], r["mode"]): r for r in rows}
 
 
+def eager_mode(row):
+    """The row every mode of the row's case is compared with."""
+    return "eager (training)" if row["workload"] == "training" else "eager"
+
+
 def derive(rows, folder):
     """Adds GB/s, percent of copy, percent of the weight-streaming bound and speed-up over eager."""
     keyed = by_key(rows)
@@ -32,8 +37,9 @@ def derive(rows, folder):
         copy_bytes_per_s = chain_copy["extra"]["bytes_moved"] / (chain_copy["median_ms"] / 1000)
     for r in rows:
         x, ms = r["extra"], r.get("median_ms")
-        eager = keyed.get((r["case"], "eager"))
-        if ms and eager and eager.get("median_ms") and r["mode"] not in ("eager", "device copy"):
+        reference = eager_mode(r)
+        eager = keyed.get((r["case"], reference))
+        if ms and eager and eager.get("median_ms") and r["mode"] not in (reference, "device copy"):
             r["speedup_vs_eager"] = eager["median_ms"] / ms
         if ms and "bytes_moved" in x:
             x["gb_per_s"] = x["bytes_moved"] / (ms / 1000) / 1e9
@@ -72,7 +78,8 @@ def table(header, lines):
 
 
 MODE_ORDER = ["device copy", "eager", "torchscript", "zenith", "aoti", "torch.compile",
-              "torch.compile reduce-overhead", "eager (training)"]
+              "torch.compile reduce-overhead", "eager (training)", "zenith (training)", "torch.compile (training)"]
+TRAINING_SUFFIX = " (training)"
 
 
 def ordered(rows, workloads):
@@ -83,6 +90,23 @@ def ordered(rows, workloads):
             case_order.append(r["case"])
     rank = lambda r: (case_order.index(r["case"]), MODE_ORDER.index(r["mode"]) if r["mode"] in MODE_ORDER else 99)  # noqa: E731
     return sorted(chosen, key=rank)
+
+
+def parameters(x):
+    if "parameters" not in x:
+        return ""
+    return f"{x['parameters'] / 1e6:.1f}M ({x['parameters_without_embeddings'] / 1e6:.1f}M)"
+
+
+def training_note(r):
+    """Zenith's row says whether it ran compiled; eager's, how close it came to Python eager, which
+    torch.compile's row is checked against."""
+    x = r["extra"]
+    if "note" in x:
+        return x["note"]
+    if "python_eager_rel_error" in x:
+        return f"against Python eager: rel. error {fmt(x['python_eager_rel_error'])}"
+    return ""
 
 
 def status_or(r, text):
@@ -118,12 +142,14 @@ def sections(rows):
           fmt(r["median_ms"]), fmt(r["p90_ms"]), fmt(r["extra"].get("prompt_ms"), 2),
           fmt(r["extra"].get("first_generation_ms"), 0), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"])]
          for r in ordered(rows, {"decode"})]))
-    parts.append("### Training step (forward, loss, backward, AdamW), eager only\n\n" + table(
-        ["case", "mode", "steps/s", "median ms", "p90 ms", "parameters (without embeddings)", "peak MB", "note"],
+    parts.append("### Training step (forward, loss, backward, AdamW): eager, the model and loss through Zenith and "
+                 "through torch.compile; the first steps' losses and gradient norm checked against eager\n\n" + table(
+        ["case", "mode", "steps/s", "median ms", "p90 ms", "vs eager", "first call ms", "peak MB",
+         "parameters (without embeddings)", "rel. error", "note"],
         [[r["case"], r["mode"], status_or(r, fmt(r["extra"].get("steps_per_s"), 2)), fmt(r["median_ms"]),
-          fmt(r["p90_ms"]), f"{r['extra'].get('parameters', 0) / 1e6:.1f}M "
-          f"({r['extra'].get('parameters_without_embeddings', 0) / 1e6:.1f}M)", fmt(r["peak_mb"], 0),
-          r["extra"].get("note", "")] for r in ordered(rows, {"training"})]))
+          fmt(r["p90_ms"]), fmt(r.get("speedup_vs_eager"), 2) + ("x" if r.get("speedup_vs_eager") else ""),
+          fmt(r["first_call_ms"], 1), fmt(r["peak_mb"], 0), parameters(r["extra"]), fmt(r["max_rel_error"]),
+          training_note(r)] for r in ordered(rows, {"training"})]))
     failed = [r for r in rows if not ok(r)]
     parts.append("### Modes that failed or were skipped\n\n" + (table(
         ["case", "mode", "status", "error"], [[r["case"], r["mode"], r["status"], r["error"][:300]] for r in failed])
@@ -138,7 +164,8 @@ def chart(rows, path):
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    modes = [m for m in MODE_ORDER if m not in ("device copy", "eager", "eager (training)")]
+    # A training mode shares its inference mode's bar: "zenith (training)" is Zenith's bar there.
+    modes = [m for m in MODE_ORDER if m not in ("device copy", "eager") and not m.endswith(TRAINING_SUFFIX)]
     cases = []
     for r in rows:
         if r.get("speedup_vs_eager") and r["case"] not in cases:
@@ -147,7 +174,8 @@ def chart(rows, path):
     fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(cases)), 4.5))
     width = 0.8 / len(modes)
     for i, mode in enumerate(modes):
-        values = [keyed.get((c, mode), {}).get("speedup_vs_eager") or 0 for c in cases]
+        values = [(keyed.get((c, mode)) or keyed.get((c, mode + TRAINING_SUFFIX)) or {}).get("speedup_vs_eager") or 0
+                  for c in cases]
         ax.bar([j + i * width for j in range(len(cases))], values, width, label=mode)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")

@@ -12,7 +12,7 @@ namespace zenith::bench {
 struct Result {
   std::string case_name;
   std::string workload;
-  std::string mode;              ///< eager, torchscript, zenith, aoti, device copy, eager (training)
+  std::string mode;              ///< eager, torchscript, zenith, aoti, device copy, eager (training), zenith (training)
   std::string status = "ok";     ///< ok, failed (error says why) or skipped (error says why)
   std::string error;
   double median_ms = std::numeric_limits<double>::quiet_NaN();  ///< per call (or per step)

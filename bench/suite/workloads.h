@@ -20,7 +20,7 @@ std::vector<Result> run_bert(const Context& context, const CaseSpec& spec);
 std::vector<Result> run_resnet(const Context& context, const CaseSpec& spec);
 /// LLaMA-style decoder: a prompt, then one token at a time with a KV cache.
 std::vector<Result> run_decode(const Context& context, const CaseSpec& spec);
-/// One optimizer step of training, eager only.
+/// One optimizer step of training: eager, and the model and loss through zenith::compile.
 std::vector<Result> run_training(const Context& context, const CaseSpec& spec);
 
 /// The case's workload; any exception becomes a failed result naming it. Past the context's
