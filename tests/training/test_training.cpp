@@ -98,7 +98,7 @@ TORCH_MODULE(BertLoss);
 struct LlamaLossImpl : torch::nn::Module {
   explicit LlamaLossImpl(const models::LlamaConfig& config) : config(config), llama(register_module("llama", models::Llama(config))) {}
   torch::Tensor forward(torch::Tensor tokens, torch::Tensor targets) {
-    auto [past_k, past_v] = models::empty_cache(config, tokens.size(0));
+    auto [past_k, past_v] = models::empty_cache(config, tokens.size(0), llama->lm_head->weight.options());
     auto logits = std::get<0>(llama->forward(tokens, past_k, past_v));
     return torch::cross_entropy_loss(logits.reshape({-1, config.vocab_size}), targets.reshape(-1));
   }
