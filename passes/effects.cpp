@@ -24,9 +24,11 @@ bool draws_random_numbers(const ir::Node& node) {
 }
 
 // Batch norm in training mode updates its running statistics in place, though the schemas of
-// batch_norm and native_batch_norm do not say so.
+// batch_norm, native_batch_norm and cudnn_batch_norm do not say so.
 std::vector<int> running_statistics_written(const ir::Node& node) {
-  if (node.op != "aten::batch_norm" && node.op != "aten::native_batch_norm") return {};
+  if (node.op != "aten::batch_norm" && node.op != "aten::native_batch_norm" && node.op != "aten::cudnn_batch_norm") {
+    return {};
+  }
   const auto* training = node.arg("training");
   if (training == nullptr || !std::holds_alternative<bool>(training->value) || !std::get<bool>(training->value)) return {};
   std::vector<int> written;

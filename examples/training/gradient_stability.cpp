@@ -75,6 +75,10 @@ struct Settings {
   std::uint64_t seed = 0;
   std::string csv = "gradient_stability.csv";
   double perturb = 0;
+  std::int64_t batch = 0, image = 0;  // 0: the size's default
+  double momentum = 0.9;
+  bool deterministic = false;  // cuDNN's deterministic algorithms, benchmark mode off
+  bool control = false;        // the twin runs eagerly too: the noise floor of eager against eager
 };
 
 Settings parse(int argc, char** argv) {
@@ -99,9 +103,20 @@ Settings parse(int argc, char** argv) {
       settings.csv = value;
     } else if (flag == "--perturb") {
       settings.perturb = std::stod(value);
+    } else if (flag == "--batch") {
+      settings.batch = std::stoll(value);
+    } else if (flag == "--image") {
+      settings.image = std::stoll(value);
+    } else if (flag == "--momentum") {
+      settings.momentum = std::stod(value);
+    } else if (flag == "--deterministic") {
+      settings.deterministic = value == "1";
+    } else if (flag == "--control") {
+      settings.control = value == "1";
     } else {
       throw std::runtime_error("unknown option " + flag +
-                               " (use --device, --dtype, --steps, --size, --seed, --csv, --perturb)");
+                               " (use --device, --dtype, --steps, --size, --seed, --csv, --perturb, --batch, --image, "
+                               "--momentum, --deterministic 0|1, --control 0|1)");
     }
   }
   if (settings.device.is_cuda() && !torch::cuda::is_available()) {
@@ -244,10 +259,15 @@ int run(const Settings& settings) {
     // TF32's 10-bit mantissa, not Zenith.
     at::globalContext().setAllowTF32CuDNN(false);
     at::globalContext().setAllowTF32CuBLAS(false);
+    if (settings.deterministic) {
+      at::globalContext().setDeterministicCuDNN(true);
+      at::globalContext().setBenchmarkCuDNN(false);
+    }
   }
   const CnnConfig config = settings.full ? CnnConfig::resnet50() : CnnConfig::small();
-  const std::int64_t batch = settings.full ? 16 : 8, image = settings.full ? 64 : 32;
-  const double lr = 1e-3, momentum = 0.9;
+  const std::int64_t batch = settings.batch > 0 ? settings.batch : settings.full ? 16 : 8;
+  const std::int64_t image = settings.image > 0 ? settings.image : settings.full ? 64 : 32;
+  const double lr = 1e-3, momentum = settings.momentum;
   const int strict_steps = 100;
   const double strict_bound = 1e-4;
   // Past the first switching event (a max-pool window or ReLU whose winner flips on a rounding
@@ -262,7 +282,8 @@ int run(const Settings& settings) {
               static_cast<long long>(image), static_cast<long long>(image),
               settings.bfloat16 ? "bfloat16 autocast" : "float32", settings.steps, lr, momentum,
               settings.device.str().c_str());
-  if (cuda) std::printf("  TF32 off for cuBLAS and cuDNN\n");
+  if (cuda) std::printf("  TF32 off for cuBLAS and cuDNN%s\n", settings.deterministic ? "; cuDNN deterministic" : "");
+  if (settings.control) std::printf("  --control 1: the twin runs eagerly too (eager against eager)\n");
   if (settings.perturb != 0) {
     std::printf("  --perturb %g: the Zenith twin's gradients get relative noise of that size\n", settings.perturb);
   }
@@ -285,6 +306,7 @@ int run(const Settings& settings) {
 
   zenith::CompileOptions options;
   options.name = "cnn_loss";
+  options.disable = settings.control;
   auto fast = zenith::compile(twin, options);
 
   const auto eager_parameters = eager->parameters(), twin_parameters = twin->parameters();

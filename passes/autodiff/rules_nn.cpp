@@ -81,6 +81,15 @@ void native_batch_norm(const RuleCall& c, GradientSink& s) {
        "input", "weight", "bias");
 }
 
+// cuDNN's backward takes no output mask: the tracer records it.
+void cudnn_batch_norm(const RuleCall& c, GradientSink& s) {
+  const auto& input = c.input("input");
+  auto grads = at::cudnn_batch_norm_backward(input, c.grad().contiguous(input.suggest_memory_format()), c.input("weight"),
+                                             optional_input(c, "running_mean"), optional_input(c, "running_var"),
+                                             c.output(1), c.output(2), c.real("epsilon"), c.output(3));
+  add3(c, s, {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)}, "input", "weight", "bias");
+}
+
 // batch_norm in evaluation mode (training mode is split into native_batch_norm by
 // training_rewrite; should one remain, its batch statistics are computed again).
 void batch_norm(const RuleCall& c, GradientSink& s) {
@@ -213,6 +222,7 @@ void register_nn_rules(std::function<void(const std::string&, DerivativeRule)> a
   add("aten::native_layer_norm", native_layer_norm);
   add("aten::layer_norm", layer_norm);
   add("aten::native_batch_norm", native_batch_norm);
+  add("aten::cudnn_batch_norm", cudnn_batch_norm);
   add("aten::batch_norm", batch_norm);
   add("aten::_convolution", convolution);
   add("aten::convolution", convolution);

@@ -34,6 +34,13 @@ class Rewriter {
       if (node.op == "aten::dropout" && flag(node, "train") && real(node, "p") > 0.0) {
         nodes.push_back(native(node, "aten::native_dropout", {copy_arg(node, "input"), copy_arg(node, "p"),
                                                               copy_arg(node, "train")}, 1));
+      } else if (node.op == "aten::batch_norm" && flag(node, "training") && eager_uses_cudnn(node)) {
+        nodes.push_back(native(node, "aten::cudnn_batch_norm",
+                               {copy_arg(node, "input"), copy_arg(node, "weight"), copy_arg(node, "bias"),
+                                copy_arg(node, "running_mean"), copy_arg(node, "running_var"),
+                                copy_arg(node, "training"), copy_arg(node, "momentum", "exponential_average_factor"),
+                                copy_arg(node, "eps", "epsilon")},
+                               3));
       } else if (node.op == "aten::batch_norm" && flag(node, "training")) {
         nodes.push_back(native(node, "aten::native_batch_norm",
                                {copy_arg(node, "input"), copy_arg(node, "weight"), copy_arg(node, "bias"),
@@ -75,6 +82,24 @@ class Rewriter {
     int fresh = graph_.add_value(graph_.value(id).type, ir::ValueRole::Intermediate);
     provisional_.push_back(fresh);
     return fresh;
+  }
+
+  bool reads_value(const ir::Node& node, const char* name) const {
+    const auto* arg = node.arg(name);
+    return arg != nullptr && std::holds_alternative<ir::ValueRef>(arg->value);
+  }
+
+  // Where eager batch_norm itself runs cuDNN's kernels (ATen's choice for CUDA float inputs with
+  // affine parameters and running statistics, cudnn_enabled): Zenith runs the same ones, so that
+  // its batch statistics round as eager's do, and cuDNN's fused backward.
+  bool eager_uses_cudnn(const ir::Node& node) const {
+    const auto* input = std::get_if<ir::ValueRef>(&node.arg("input")->value);
+    if (input == nullptr || !flag(node, "cudnn_enabled")) return false;
+    const auto& type = graph_.value(input->id).type;
+    const bool floating = type.dtype == c10::kFloat || type.dtype == c10::kHalf || type.dtype == c10::kBFloat16;
+    return type.device.is_cuda() && floating && type.rank() >= 3 && type.numel() < (std::int64_t{1} << 31) &&
+           reads_value(node, "weight") && reads_value(node, "bias") && reads_value(node, "running_mean") &&
+           reads_value(node, "running_var") && real(node, "eps") >= 1e-5;
   }
 
   // Class-index targets and no label smoothing: exactly log_softmax then nll_loss_nd, as ATen's

@@ -2,7 +2,8 @@
 // throws away are replaced by their ATen forms that return it, so the backward reads it instead of
 // computing it again (or, for dropout, instead of being unable to):
 //   dropout (drawing)          -> native_dropout            (+ mask)
-//   batch_norm (training)      -> native_batch_norm         (+ batch mean, inverse std)
+//   batch_norm (training)      -> cudnn_batch_norm where eager runs cuDNN's kernels, else
+//                                 native_batch_norm         (+ batch mean, inverse std)
 //   layer_norm                 -> native_layer_norm         (+ mean, inverse std)
 //   max_pool2d                 -> max_pool2d_with_indices   (+ indices)
 //   cross_entropy_loss         -> log_softmax, nll_loss_nd  (the log-probabilities)
