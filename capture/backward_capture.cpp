@@ -115,6 +115,13 @@ class Sink final : public autodiff::GradientSink {
   std::vector<at::Tensor>& grads_;
 };
 
+c10::Device device_of(const std::vector<c10::IValue>& args) {
+  for (const auto& arg : args) {
+    if (arg.isTensor() && arg.toTensor().defined()) return arg.toTensor().device();
+  }
+  return c10::Device(c10::kCPU);
+}
+
 // Runs an op boxed with the tracer paused and records it in the trace by hand: the generated
 // tracer kernels of ATen's backward ops throw on their `bool[3] output_mask` argument.
 std::vector<at::Tensor> run_recorded(const std::string& name, const std::string& overload,
@@ -150,7 +157,9 @@ std::vector<at::Tensor> run_recorded(const std::string& name, const std::string&
       output->inferTypeFrom(results.back());
       torch::jit::tracer::setValueTrace(results.back(), output);
     } else {
-      output->setType(c10::NoneType::get());
+      // A result the output mask left out: typed as an empty tensor, which nothing reads and the
+      // dispatcher plugins leave alone.
+      output->inferTypeFrom(at::empty({0}, at::TensorOptions().device(device_of(args))));
     }
   }
   return results;

@@ -127,6 +127,8 @@ void run_group(const Kernel& kernel, const zn_launch_args* args) {
   for (size_t o = 0; o < args->num_outputs; ++o) {
     auto out = wrap_dlpack(args->outputs[o]);
     const auto& result = values[group.outputs[o]];
+    // A result an output mask left out (undefined) has an empty output: nothing to write.
+    if (!result.defined() && out.numel() == 0) continue;
     // An in-place result already lives in the output's memory.
     if (out.numel() > 0 && result.data_ptr() == out.data_ptr() && result.strides() == out.strides()) continue;
     out.copy_(result);

@@ -16,9 +16,8 @@ at::Tensor optional_input(const RuleCall& c, const char* name) {
   return c.input_id(name) >= 0 ? c.input(name) : at::Tensor();
 }
 
-// Every gradient, always: one left out comes back undefined, which a plan cannot hold. Unwanted
-// ones (a frozen weight's, an image's) are computed and dropped; an absent weight is passed as ones
-// (the same input gradient) so that its gradient too is defined.
+// Every gradient of the normalizations: their weight and bias gradients are small reductions the
+// backward kernel computes anyway. An absent weight is passed as ones (the same input gradient).
 c10::List<bool> all3() { return c10::List<bool>({true, true, true}); }
 
 at::Tensor weight_or_ones(const at::Tensor& weight, at::IntArrayRef sizes, const at::Tensor& like) {
@@ -112,11 +111,15 @@ void convolution_with(const RuleCall& c, GradientSink& s, bool transposed, std::
   const auto& weight = c.input("weight");
   const auto stride = c.integers("stride");
   if (output_padding.empty()) output_padding.assign(stride.size(), 0);
-  // Without a bias its gradient is still asked for (a reduction of the output gradient) and dropped.
-  const std::vector<std::int64_t> bias_sizes{c.grad().size(1)};
+  // Only the gradients wanted: a convolution without a bias would otherwise reduce the whole output
+  // gradient once more, and the first one would compute a gradient for the images.
+  const bool has_bias = c.input_id("bias") >= 0;
+  c10::IValue bias_sizes;
+  if (has_bias) bias_sizes = std::vector<std::int64_t>{c.grad().size(1)};
+  const c10::List<bool> mask({s.wanted(c, "input"), s.wanted(c, "weight"), has_bias && s.wanted(c, "bias")});
   auto grads = c.run("aten::convolution_backward", "",
                      {c.grad(), input, weight, bias_sizes, stride, c.integers("padding"), c.integers("dilation"),
-                      transposed, output_padding, c.integer("groups"), all3()});
+                      transposed, output_padding, c.integer("groups"), mask});
   add3(c, s, grads, "input", "weight", "bias");
 }
 

@@ -94,6 +94,9 @@ std::vector<Case> cases() {
        three({2, 3, 9, 9}, {4, 3, 3, 3}, {4})},
       {"conv2d_groups", [](auto a, auto b, auto) { return F::conv2d(a, b, F::Conv2dFuncOptions().groups(2).dilation(2)); },
        two({1, 4, 8, 8}, {6, 2, 3, 3})},
+      // Images need no gradient and there is no bias: the backward asks for the weight's alone.
+      {"conv2d_weight_only", [](at::Tensor a, at::Tensor b, at::Tensor) { return F::conv2d(a, b, F::Conv2dFuncOptions().padding(1)); },
+       [] { return std::vector<at::Tensor>{torch::randn({2, 3, 6, 6}, torch::kDouble), leaf({4, 3, 3, 3}), unused()}; }},
       {"max_pool", [](auto a, auto, auto) { return F::max_pool2d(a, F::MaxPool2dFuncOptions(3).stride(2).padding(1)); },
        one({2, 3, 9, 9})},
       {"adaptive_avg_pool", [](auto a, auto, auto) {
