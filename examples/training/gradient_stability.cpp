@@ -79,6 +79,7 @@ struct Settings {
   double momentum = 0.9;
   bool deterministic = false;  // cuDNN's deterministic algorithms, benchmark mode off
   bool control = false;        // the twin runs eagerly too: the noise floor of eager against eager
+  bool sync = false;           // the twin takes eager's weights before every step: one trajectory
 };
 
 Settings parse(int argc, char** argv) {
@@ -113,10 +114,12 @@ Settings parse(int argc, char** argv) {
       settings.deterministic = value == "1";
     } else if (flag == "--control") {
       settings.control = value == "1";
+    } else if (flag == "--sync") {
+      settings.sync = value == "1";
     } else {
       throw std::runtime_error("unknown option " + flag +
                                " (use --device, --dtype, --steps, --size, --seed, --csv, --perturb, --batch, --image, "
-                               "--momentum, --deterministic 0|1, --control 0|1)");
+                               "--momentum, --deterministic 0|1, --control 0|1, --sync 0|1)");
     }
   }
   if (settings.device.is_cuda() && !torch::cuda::is_available()) {
@@ -237,6 +240,15 @@ double relative_difference(double eager, double zenith) {
 }
 
 // The twins must start bitwise equal, or the comparison measures their initialization.
+// --sync: the twin continues from eager's weights and buffers, so that each step compares the two
+// gradients at the same point of one trajectory instead of along two that rounding makes diverge.
+void copy_state(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto parameters = from.named_parameters(true), buffers = from.named_buffers(true);
+  for (auto& item : to.named_parameters(true)) item.value().copy_(parameters[item.key()]);
+  for (auto& item : to.named_buffers(true)) item.value().copy_(buffers[item.key()]);
+}
+
 void check_identical(ClassifierLoss& a, ClassifierLoss& b) {
   auto left = a->named_parameters(true), right = b->named_parameters(true);
   auto left_buffers = a->named_buffers(true), right_buffers = b->named_buffers(true);
@@ -284,6 +296,7 @@ int run(const Settings& settings) {
               settings.device.str().c_str());
   if (cuda) std::printf("  TF32 off for cuBLAS and cuDNN%s\n", settings.deterministic ? "; cuDNN deterministic" : "");
   if (settings.control) std::printf("  --control 1: the twin runs eagerly too (eager against eager)\n");
+  if (settings.sync) std::printf("  --sync 1: the twin takes eager's weights and buffers before every step\n");
   if (settings.perturb != 0) {
     std::printf("  --perturb %g: the Zenith twin's gradients get relative noise of that size\n", settings.perturb);
   }
@@ -355,6 +368,7 @@ int run(const Settings& settings) {
       std::fflush(stdout);
     }
     if (!finite) break;  // nothing after a NaN says anything
+    if (settings.sync) copy_state(*eager, *twin);
   }
   csv.close();
 
