@@ -254,8 +254,8 @@ void run_row(const Context& context, const CaseSpec& spec, const Tensors& inputs
   record_plan();
 }
 
-/// Whether Zenith's row ran compiled, plainly: until training through a compiled backward lands, a
-/// call that needs gradients runs eagerly, and the row then times eager LibTorch behind Zenith.
+/// Whether Zenith's row ran compiled, plainly: a call Zenith runs eagerly (one in an autocast
+/// region, a signature that fell back) makes the row time eager LibTorch behind Zenith.
 std::string zenith_note(const nlohmann::json& plan, std::int64_t calls) {
   const auto eager = plan.at("eager_calls").get<std::int64_t>();
   const auto hits = plan.at("plan_hits").get<std::int64_t>();

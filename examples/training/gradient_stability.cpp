@@ -48,6 +48,7 @@
 #include <torch/torch.h>
 
 #include "models/cnn.h"
+#include "plot_csv.h"
 #include "zenith/compile.h"
 
 namespace {
@@ -383,18 +384,12 @@ int run(const Settings& settings) {
               static_cast<long long>(stats.misses));
   const auto report = fast.report();
   if (report.signature.empty()) {
-    std::printf("  no signature was compiled: every call needed gradients, which this Zenith runs eagerly\n");
+    std::printf("  no signature was compiled: every call ran eagerly (an autocast region, or Zenith disabled)\n");
   } else if (report.eager_fallback) {
     std::printf("  the compiled signature runs eagerly: %s\n", report.fallback_reason.c_str());
   }
   std::printf("  CSV: %s\n", settings.csv.c_str());
-  const auto png = std::filesystem::path(settings.csv).replace_extension(".png").string();
-  const std::string plot =
-      std::string("python3 '") + ZENITH_EXAMPLE_SOURCE_DIR + "/plot_training.py' '" + settings.csv + "' '" + png + "'";
-  std::fflush(stdout);  // the plot script's lines after ours
-  if (std::system(plot.c_str()) != 0) {
-    std::printf("  no PNG: the plot needs python3 with matplotlib; run it yourself with:\n  %s\n", plot.c_str());
-  }
+  zenith::examples::plot_csv(settings.csv);
 
   int status = 0;
   auto verdict = [&](bool pass, const std::string& what) {

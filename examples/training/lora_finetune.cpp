@@ -42,6 +42,7 @@
 
 #include "models/llama.h"
 #include "models/lora.h"
+#include "plot_csv.h"
 #include "zenith/compile.h"
 
 namespace {
@@ -192,7 +193,7 @@ RunResult train(const Settings& settings, const Shape& shape, const torch::Tenso
     result.zenith_calls = std::to_string(settings.steps - stats.eager_calls) + " compiled, " +
                           std::to_string(stats.eager_calls) + " eager";
     if (report.signature.empty()) {
-      result.zenith_calls += " (no signature compiled: every call needed gradients, which this Zenith runs eagerly)";
+      result.zenith_calls += " (no signature compiled: every call ran eagerly, in an autocast region or with Zenith disabled)";
     } else if (report.eager_fallback) {
       result.zenith_calls += " (the signature runs eagerly: " + report.fallback_reason + ")";
     }
@@ -296,13 +297,7 @@ int run(const Settings& settings) {
   std::printf("  (for information) dropout 0.1, eager against Zenith: largest loss difference %.3g\n",
               max_abs_difference(eager_dropout, zenith_dropout));
 
-  const auto png = std::filesystem::path(settings.csv).replace_extension(".png").string();
-  const std::string plot =
-      std::string("python3 '") + ZENITH_EXAMPLE_SOURCE_DIR + "/plot_training.py' '" + settings.csv + "' '" + png + "'";
-  std::fflush(stdout);  // the plot script's lines after ours
-  if (std::system(plot.c_str()) != 0) {
-    std::printf("  no PNG: the plot needs python3 with matplotlib; run it yourself with:\n  %s\n", plot.c_str());
-  }
+  zenith::examples::plot_csv(settings.csv);
   std::printf("RESULT: %s\n", status == 0 ? "LoRA fine-tune matches" : "LoRA fine-tune FAILED");
   return status;
 }

@@ -6,7 +6,8 @@
 // A call is traced once per signature (dtypes, sizes, strides, devices, requires_grad, grad mode,
 // training flag and the values of non-tensor arguments), optimized and partitioned over backend
 // plugins; later calls with that signature replay the plan. Parameters and buffers are read live
-// at every call, so an optimizer step between calls is seen.
+// at every call, so an optimizer step between calls is seen. A call that needs gradients is one
+// autograd node with a compiled backward (docs/training.md).
 #pragma once
 
 #include <cstddef>
