@@ -40,7 +40,9 @@ struct CompileOptions {
   /// Folder for JSON trace dumps, one per new plan; empty writes none. Overridden by ZENITH_DUMP_DIR.
   std::string dump_dir;
   /// Runs the eager module beside the first `verify_calls` calls served by a plan and throws a
-  /// zenith::Error when an output differs by more than atol + rtol * |eager|.
+  /// zenith::Error when an output differs by more than atol + rtol * |eager|. Training calls are
+  /// not verified: running the forward again would repeat its effects (batch-norm statistics,
+  /// dropout's random numbers).
   int verify_calls = 0;
   /// Relative tolerance of verify.
   double verify_rtol = 1e-5;
