@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -291,8 +290,6 @@ BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at:
   std::shared_ptr<torch::jit::tracer::TracingState> state;
   try {
     at::NoGradGuard no_grad;
-    // Backward runs at the dtypes the forward left, whatever autocast region the call was in.
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     state = std::get<0>(torch::jit::tracer::trace(
         std::move(trace_inputs), differentiate, [](const at::Tensor&) { return std::string(); },
         /*strict=*/false, /*force_outplace=*/false));

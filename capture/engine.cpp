@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -61,6 +62,17 @@ void flatten(const c10::IValue& value, std::vector<at::Tensor>& out) {
 std::string message_of(const std::exception& error) {
   const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
   return torch_error ? torch_error->what_without_backtrace() : error.what();
+}
+
+// The autocast regions enabled on this thread, e.g. "cuda:bfloat16" (empty: none).
+std::string autocast_regions() {
+  std::string regions;
+  for (auto device : {at::kCPU, at::kCUDA}) {
+    if (!at::autocast::is_autocast_enabled(device)) continue;
+    regions += fmt::format("{}{}:{}", regions.empty() ? "" : ",", c10::DeviceTypeName(device, /*lower_case=*/true),
+                           ir::dtype_name(at::autocast::get_autocast_dtype(device)));
+  }
+  return regions;
 }
 
 }  // namespace
@@ -159,7 +171,6 @@ std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signatur
     symbolic_plans_.splice(symbolic_plans_.begin(), symbolic_plans_, it);
     auto entry = std::make_shared<Entry>();
     entry->plan = std::move(instance.plan);
-    entry->tensor_args = entry->plan->graph.inputs.size();
     return entry;
   }
   return nullptr;
@@ -249,7 +260,6 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   }
   report.capture_ms = ms_since(start);
   auto entry = std::make_shared<Entry>();
-  entry->tensor_args = capture.tensor_arg_positions.size();
   auto finish_report = [&] {
     report.plan_cache = stats_;
     report.plan_cache.size = cache_.size();
@@ -257,15 +267,14 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     report.total_ms = ms_since(start);
     last_report_ = report;
   };
-  auto fall_back = [&](const std::string& reason) -> Compiled {
+  auto fall_back = [&](const std::string& reason, bool warn = true) -> Compiled {
     if (!options_.fallback_to_eager) {
       throw Error(fmt::format("{}: cannot compile the call {}: {}. Set CompileOptions::fallback_to_eager to run such "
                               "calls eagerly.",
                               options_.name, report.signature, reason));
     }
-    // A fallback already reported marked the report before coming here: say it once.
-    if (report.eager_fallback) log::info("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
-    else log::warn("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
+    if (warn) log::warn("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
+    else log::info("{}: the call {} runs eagerly: {}", options_.name, report.signature, reason);
     report.eager_fallback = true;
     report.fallback_reason = reason;
     finish_report();
@@ -315,8 +324,8 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
       }
       if (!build.refusal.empty()) {
         // One warning per op; other signatures with it say so at info level.
-        if (!build.op.empty() && !warned_ops_.insert(build.op).second) report.eager_fallback = true;
-        return fall_back("training: " + build.refusal + "; this signature runs eagerly, gradients included");
+        const bool first_time = build.op.empty() || warned_ops_.insert(build.op).second;
+        return fall_back("training: " + build.refusal + "; this signature runs eagerly, gradients included", first_time);
       }
       plan = build.plan;
       entry->training = build.training;

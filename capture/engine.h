@@ -38,7 +38,6 @@ class Engine {
     /// Training signatures: the forward and backward plans of the autograd node.
     std::shared_ptr<const TrainingPlan> training;
     std::string eager_reason;
-    std::size_t tensor_args = 0;
   };
   struct Compiled {
     std::shared_ptr<const Entry> entry;

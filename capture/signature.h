@@ -25,9 +25,6 @@ struct Signature {
   std::vector<ArgSignature> args;
   bool grad_mode = false;
   bool training = false;
-  /// Autocast regions the call runs in, e.g. "cuda:bfloat16" (empty: none). The trace holds the
-  /// casts autocast made; plans run with autocast off.
-  std::string autocast;
   /// Hash of the parameters' and buffers' dtypes, sizes, strides and devices.
   std::size_t state_fingerprint = 0;
   std::size_t hash = 0;
@@ -42,9 +39,6 @@ struct Signature {
 /// Reads the signature of a call; throws zenith::Error for an argument that is neither a tensor,
 /// a bool, an integer nor a double.
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training);
-
-/// The autocast regions enabled on this thread, as Signature::autocast writes them.
-std::string autocast_regions();
 
 /// The exact type of a tensor.
 ir::TensorType type_of(const at::Tensor& tensor);
