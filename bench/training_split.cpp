@@ -1,15 +1,22 @@
-// Where a training step's time goes: the forward (with the loss) and the backward of ResNet-50
-// (batch 32, 224x224) and of a 6-layer BERT-base (batch 32, sequence 128), eager and through
-// zenith::compile, float32, timed apart (the device synchronized around each). No optimizer step:
-// it is the same code in both. Prints one line per model and mode, then Zenith's compile reports.
+// Where a training step's time goes: the forward (with the loss), the backward and the AdamW step
+// of ResNet-50 (batch 32, 224x224) and of a 6-layer BERT-base (batch 32, sequence 128), eager and
+// through zenith::compile, float32, timed apart (the device synchronized around each). The optimizer
+// is the same code in both; it is timed because the gradients' layouts are not. Prints one line per
+// model and mode, then Zenith's compile reports.
+//   bench_training_split              the table
+//   bench_training_split --profile    also each mode's kernels over 5 whole steps (Kineto): how many,
+//                                     how long, and the GPU's idle time
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "kernel_profile.h"
 #include "models/bert.h"
 #include "models/cnn.h"
 #include "zenith/compile.h"
@@ -48,29 +55,61 @@ double synchronized_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Medians over 20 steps after 5 of warm-up (the first compiled call captures).
-void time_steps(const char* name, const std::function<torch::Tensor()>& forward, torch::nn::Module& module) {
-  std::vector<double> forward_ms, backward_ms;
+std::string graphs_line(const zenith::CacheStats& stats) {
+  return "\n  CUDA graphs: " + std::to_string(stats.graph_captures) + " captured, " + std::to_string(stats.graph_replays) +
+         " replays, " + std::to_string(stats.graph_plain_runs) + " runs launch by launch, " +
+         std::to_string(stats.graph_failures) + " failed captures";
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Medians over 20 steps after 5 of warm-up (the first compiled call captures). With `profiles`,
+// then 5 more steps under the profiler, whose summary goes there.
+void time_steps(const char* name, const std::function<torch::Tensor()>& forward, torch::nn::Module& module,
+                std::vector<std::string>* profiles) {
+  torch::optim::AdamW optimizer(module.parameters(), torch::optim::AdamWOptions(1e-4));
+  std::vector<double> forward_ms, backward_ms, optimizer_ms;
   for (int step = 0; step < 25; ++step) {
-    module.zero_grad();
+    optimizer.zero_grad();
     const double start = synchronized_ms();
     auto loss = forward();
-    const double middle = synchronized_ms();
+    const double after_forward = synchronized_ms();
     loss.backward();
+    const double after_backward = synchronized_ms();
+    optimizer.step();
     const double end = synchronized_ms();
     if (step < 5) continue;
-    forward_ms.push_back(middle - start);
-    backward_ms.push_back(end - middle);
+    forward_ms.push_back(after_forward - start);
+    backward_ms.push_back(after_backward - after_forward);
+    optimizer_ms.push_back(end - after_backward);
   }
-  std::sort(forward_ms.begin(), forward_ms.end());
-  std::sort(backward_ms.begin(), backward_ms.end());
-  std::printf("| %s | %.2f | %.2f | %.2f |\n", name, forward_ms[forward_ms.size() / 2],
-              backward_ms[backward_ms.size() / 2], forward_ms[forward_ms.size() / 2] + backward_ms[backward_ms.size() / 2]);
+  const double f = median(forward_ms), b = median(backward_ms), o = median(optimizer_ms);
+  std::printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", name, f, b, o, f + b + o);
+  std::fflush(stdout);
+  if (profiles == nullptr) return;
+  const auto profile = zenith::bench::profile_kernels(
+      [&] {
+        optimizer.zero_grad();
+        forward().backward();
+        optimizer.step();
+      },
+      5, 25);
+  profiles->push_back(profile.to_markdown(name));
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool profile = argc > 1 && std::strcmp(argv[1], "--profile") == 0;
+  if (argc > 1 && !profile) {
+    std::fprintf(stderr, "usage: bench_training_split [--profile]\n");
+    return 2;
+  }
+  std::vector<std::string> profiles;
+  auto* kept = profile ? &profiles : nullptr;
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "bench_training_split: needs a CUDA device\n");
     return 2;
@@ -78,17 +117,17 @@ int main() {
   const torch::Device device(torch::kCUDA);
   const auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
   std::vector<std::string> reports;
-  std::printf("| model and mode | forward ms | backward ms | sum |\n| --- | --- | --- | --- |\n");
+  std::printf("| model and mode | forward ms | backward ms | AdamW ms | sum |\n| --- | --- | --- | --- | --- |\n");
   {
     CnnLoss model(CnnConfig::resnet50());
     model->to(device);
     model->train();
     auto images = torch::randn({32, 3, 224, 224}, device);
     auto labels = torch::randint(1000, {32}, longs);
-    time_steps("ResNet-50, eager", [&] { return model->forward(images, labels); }, *model);
+    time_steps("ResNet-50, eager", [&] { return model->forward(images, labels); }, *model, kept);
     auto fast = zenith::compile(model);
-    time_steps("ResNet-50, Zenith", [&] { return fast(images, labels); }, *model);
-    reports.push_back(fast.report().to_string());
+    time_steps("ResNet-50, Zenith", [&] { return fast(images, labels); }, *model, kept);
+    reports.push_back(fast.report().to_string() + graphs_line(fast.stats()));
   }
   {
     auto config = BertConfig::base();
@@ -100,11 +139,12 @@ int main() {
     auto ids = torch::randint(config.vocab_size, {32, 128}, longs);
     auto mask = torch::ones({32, 128}, longs);
     auto labels = torch::randint(config.vocab_size, {32 * 128}, longs);
-    time_steps("BERT-base 6 layers, eager", [&] { return model->forward(ids, mask, labels); }, *model);
+    time_steps("BERT-base 6 layers, eager", [&] { return model->forward(ids, mask, labels); }, *model, kept);
     auto fast = zenith::compile(model);
-    time_steps("BERT-base 6 layers, Zenith", [&] { return fast(ids, mask, labels); }, *model);
-    reports.push_back(fast.report().to_string());
+    time_steps("BERT-base 6 layers, Zenith", [&] { return fast(ids, mask, labels); }, *model, kept);
+    reports.push_back(fast.report().to_string() + graphs_line(fast.stats()));
   }
   for (const auto& report : reports) std::printf("\n%s\n", report.c_str());
+  for (const auto& text : profiles) std::printf("\n%s\n", text.c_str());
   return 0;
 }
