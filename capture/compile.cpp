@@ -25,6 +25,16 @@ std::vector<std::string> split_names(const std::string& text) {
   return names;
 }
 
+// A 1|0 environment variable over a boolean option; anything else keeps the option, with a warning.
+void override_switch(const char* variable, bool& option) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr || *value == '\0') return;
+  const std::string text = value;
+  if (text == "1" || text == "true" || text == "yes") option = true;
+  else if (text == "0" || text == "false" || text == "no") option = false;
+  else log::warn("{}={} is not understood (use 1 or 0); keeping the compile option", variable, text);
+}
+
 void apply_environment(CompileOptions& options) {
   if (const char* value = std::getenv("ZENITH_BACKENDS"); value && *value) options.backends = split_names(value);
   if (const char* value = std::getenv("ZENITH_DUMP_DIR"); value && *value) options.dump_dir = value;
@@ -34,12 +44,8 @@ void apply_environment(CompileOptions& options) {
     else if (text != "0" && text != "false" && text != "no")
       log::warn("ZENITH_DISABLE={} is not understood (use 1 or 0); Zenith stays enabled", text);
   }
-  if (const char* value = std::getenv("ZENITH_TRAINING"); value && *value) {
-    std::string text = value;
-    if (text == "1" || text == "true" || text == "yes") options.compile_training = true;
-    else if (text == "0" || text == "false" || text == "no") options.compile_training = false;
-    else log::warn("ZENITH_TRAINING={} is not understood (use 1 or 0); keeping the compile option", text);
-  }
+  override_switch("ZENITH_TRAINING", options.compile_training);
+  override_switch("ZENITH_CUDA_GRAPHS", options.cuda_graphs);
   if (const char* value = std::getenv("ZENITH_DYNAMIC"); value && *value) {
     std::string text = value;
     if (text == "off") options.dynamic_shapes = DynamicShapes::Off;

@@ -1,5 +1,6 @@
 #include "capture/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -454,6 +455,7 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
     training->gradient_types.push_back(backward_plan->graph.value(backward_plan->graph.inputs[saved_count + k]).type);
   }
   training->backward = std::move(backward_plan);
+  if (options_.cuda_graphs) attach_graphs(*training, inputs.size() - state.size(), saved_count);
   report.backward.compiled = true;
   report.backward.nodes = backward_report.nodes_final;
   report.backward.groups = backward_report.groups;
@@ -463,6 +465,26 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   build.plan = training->forward;
   build.training = std::move(training);
   return build;
+}
+
+void Engine::attach_graphs(TrainingPlan& training, std::size_t arguments, std::size_t saved) const {
+  const auto& steps = training.forward->steps;
+  if (std::none_of(steps.begin(), steps.end(), [](const Step& step) { return step.device.is_cuda(); })) return;
+  // The forward reads parameters and buffers where they lie; arguments are copied in.
+  std::vector<bool> forward_by_address(training.inputs, false);
+  std::fill(forward_by_address.begin() + static_cast<std::ptrdiff_t>(arguments), forward_by_address.end(), true);
+  std::string why;
+  training.forward_graph = make_plan_graph(training.forward, std::move(forward_by_address), training.call_outputs,
+                                           "the training forward of " + options_.name, graph_counters_, why);
+  if (!training.forward_graph) log::info("{}: the training forward is not replayed as a CUDA graph: {}", options_.name, why);
+  // The saved values stay where a graphed forward wrote them; incoming gradients are copied in.
+  std::vector<bool> backward_by_address(training.backward->graph.inputs.size(), false);
+  if (training.forward_graph) {
+    std::fill(backward_by_address.begin(), backward_by_address.begin() + static_cast<std::ptrdiff_t>(saved), true);
+  }
+  training.backward_graph = make_plan_graph(training.backward, std::move(backward_by_address), 0,
+                                            "the training backward of " + options_.name, graph_counters_, why);
+  if (!training.backward_graph) log::info("{}: the training backward is not replayed as a CUDA graph: {}", options_.name, why);
 }
 
 c10::IValue Engine::run_eager(const std::vector<c10::IValue>& args) { return access_.forward(args); }
@@ -508,6 +530,10 @@ CompileReport Engine::last_report() const {
 CacheStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   CacheStats stats = stats_;
+  stats.graph_captures = graph_counters_->captures;
+  stats.graph_replays = graph_counters_->replays;
+  stats.graph_plain_runs = graph_counters_->plain_runs;
+  stats.graph_failures = graph_counters_->failures;
   stats.size = cache_.size();
   stats.capacity = cache_.capacity();
   return stats;

@@ -16,6 +16,7 @@
 #include "capture/tracer_capture.h"
 #include "core/backend.h"
 #include "core/plan.h"
+#include "core/plan_graph.h"
 #include "zenith/compile.h"
 
 namespace zenith::detail {
@@ -62,6 +63,10 @@ class Engine {
   /// Differentiates a captured forward and plans both directions; throws zenith::Error.
   TrainingBuild plan_training(ir::Graph graph, const std::vector<c10::IValue>& args, const State& state,
                               CompileReport& report);
+  /// Gives a training plan its CUDA graphs where they can run (logs why not at info). The forward's
+  /// first `arguments` inputs are the call's tensors; the backward's first `saved` inputs are the
+  /// values the forward saved.
+  void attach_graphs(TrainingPlan& training, std::size_t arguments, std::size_t saved) const;
   /// Captures the forward at the probe sizes of `design` and marks the size-dependent nodes of all
   /// captures, `base` included. Returns why the dims cannot be symbolic, or empty.
   std::string capture_probes(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
@@ -95,6 +100,7 @@ class Engine {
   mutable std::mutex mutex_;
   PlanCache<Entry> cache_;
   CacheStats stats_;
+  std::shared_ptr<PlanGraphCounters> graph_counters_ = std::make_shared<PlanGraphCounters>();
   CompileReport last_report_;
   std::optional<Signature> last_signature_;
   std::list<capture::SymbolicPlan> symbolic_plans_;  // most recently used first

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/executor.h"
+#include "core/plan_graph.h"
 #include "zenith/error.h"
 
 namespace zenith::capture {
@@ -32,10 +33,15 @@ at::Tensor conform(const at::Tensor& gradient, const ir::TensorType& type, int o
   return laid_out;
 }
 
+// A plan's run: its CUDA graph's when it has one.
+std::vector<at::Tensor> run_plan(const Plan& plan, PlanGraph* graph, const std::vector<at::Tensor>& inputs) {
+  return graph != nullptr ? graph->run(inputs) : execute_flat(plan, inputs);
+}
+
 struct CompiledCall : torch::autograd::Function<CompiledCall> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
                                const std::shared_ptr<const TrainingPlan>& plan) {
-    auto flat = execute_flat(*plan->forward, inputs.vec());
+    auto flat = run_plan(*plan->forward, plan->forward_graph.get(), inputs.vec());
     const auto split = flat.begin() + static_cast<std::ptrdiff_t>(plan->call_outputs);
     variable_list outputs(flat.begin(), split);
     ctx->save_for_backward(variable_list(split, flat.end()));
@@ -61,7 +67,11 @@ struct CompiledCall : torch::autograd::Function<CompiledCall> {
       const int output = plan->output_gradients[k];
       inputs.push_back(conform(grad_outputs.at(output), plan->gradient_types[k], output));
     }
-    auto grads = execute_flat(*plan->backward, inputs);
+    // The backward graph reads the saved values where the forward graph wrote them; once the
+    // forward runs launch by launch for good, so does the backward.
+    auto* graph = plan->backward_graph.get();
+    if (graph != nullptr && plan->forward_graph && plan->forward_graph->state().disabled) graph = nullptr;
+    auto grads = run_plan(*plan->backward, graph, inputs);
     // One slot per forward argument: the tensors, then the plan (no gradient).
     variable_list result(plan->inputs + 1);
     for (std::size_t j = 0; j < grads.size(); ++j) result[plan->input_gradients[j]] = grads[j];

@@ -60,12 +60,14 @@ std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const st
     // Older plugins leave both 0: not shape-generic.
     outcome->shape_generic = args.shape_generic == 1;
     outcome->max_extent = args.max_extent > 0 ? args.max_extent : 0;
+    outcome->provides_outputs = args.provides_outputs == 1;
+    outcome->graph_safe = args.graph_safe == 1;
   }
-  return std::make_shared<Kernel>(this, args.kernel);
+  return std::make_shared<Kernel>(this, args.kernel, args.provides_outputs == 1, args.graph_safe == 1);
 }
 
 void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
-                     void* stream) const {
+                     void* stream, std::vector<DLManagedTensor*>* provided) const {
   zn_launch_args args{};
   args.struct_size = sizeof(args);
   args.kernel = kernel.handle();
@@ -74,8 +76,23 @@ void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, 
   args.outputs = outputs.data();
   args.num_outputs = outputs.size();
   args.stream = stream;
+  if (provided != nullptr) {
+    if (!kernel.provides_outputs() || provided->size() != outputs.size()) {
+      throw Error(fmt::format("launching a {} kernel: outputs in its own memory asked of a kernel that cannot give them",
+                              name_));
+    }
+    args.provided = provided->data();
+  }
   auto status = take_status(api_->launch(context_, &args));
-  if (status.code != ZN_STATUS_OK) raise(*this, "launch a kernel", status);
+  if (status.code != ZN_STATUS_OK) {
+    if (provided != nullptr) {
+      for (auto*& managed : *provided) {
+        if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+        managed = nullptr;
+      }
+    }
+    raise(*this, "launch a kernel", status);
+  }
 }
 
 void Backend::release(zn_kernel* kernel) const { api_->kernel_release(context_, kernel); }

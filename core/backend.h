@@ -21,21 +21,32 @@ struct CompileOutcome {
   bool shape_generic = false;
   /// With shape_generic: the largest element count it handles; 0 for no limit.
   std::int64_t max_extent = 0;
+  /// The kernel can hand back outputs in memory of its own (zn_compile_args.provides_outputs).
+  bool provides_outputs = false;
+  /// Its launches may be captured in a CUDA graph (zn_compile_args.graph_safe).
+  bool graph_safe = false;
 };
 
 /// A compiled kernel; released through its plugin when the last reference goes.
 class Kernel {
  public:
-  Kernel(const Backend* backend, zn_kernel* handle) : backend_(backend), handle_(handle) {}
+  Kernel(const Backend* backend, zn_kernel* handle, bool provides_outputs = false, bool graph_safe = false)
+      : backend_(backend), handle_(handle), provides_outputs_(provides_outputs), graph_safe_(graph_safe) {}
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
   const Backend& backend() const { return *backend_; }
   zn_kernel* handle() const { return handle_; }
+  /// Launches may ask it for outputs in its own memory (zn_launch_args.provided).
+  bool provides_outputs() const { return provides_outputs_; }
+  /// Its launches may be captured in a CUDA graph (zn_compile_args.graph_safe).
+  bool graph_safe() const { return graph_safe_; }
 
  private:
   const Backend* backend_;
   zn_kernel* handle_;
+  bool provides_outputs_;
+  bool graph_safe_;
 };
 
 /// A plugin that loaded and initialized. Lives until the process ends (plugins are never unloaded).
@@ -56,9 +67,11 @@ class Backend {
   /// kernel came from and which sizes it serves.
   std::shared_ptr<Kernel> compile(const std::string& group_json, const std::string& options_json = "{}",
                                   CompileOutcome* outcome = nullptr) const;
-  /// Launches a kernel; throws zenith::Error with the plugin's message on failure.
+  /// Launches a kernel; throws zenith::Error with the plugin's message on failure. `provided`
+  /// (zn_launch_args.provided, only for a kernel that provides_outputs) has one null entry per
+  /// output and receives the outputs the kernel hands back; on failure the host frees them.
   void launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
-              void* stream) const;
+              void* stream, std::vector<DLManagedTensor*>* provided = nullptr) const;
   /// Frees a kernel (Kernel's destructor calls this).
   void release(zn_kernel* kernel) const;
 

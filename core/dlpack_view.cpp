@@ -96,4 +96,49 @@ at::Tensor wrap_dlpack(const DLTensor& view) {
   return at::from_blob(data, sizes, strides, options);
 }
 
+namespace {
+
+// A lent tensor and the DLPack header that describes it; the header's shape and strides point
+// into the tensor's own metadata, which lives as long as this does.
+struct Lent {
+  at::Tensor tensor;
+  DLManagedTensor managed{};
+};
+
+void release_lent(DLManagedTensor* managed) { delete static_cast<Lent*>(managed->manager_ctx); }
+
+}  // namespace
+
+DLManagedTensor* lend_dlpack(at::Tensor tensor) {
+  auto* lent = new Lent{std::move(tensor)};
+  lent->managed.dl_tensor = borrow_dlpack(lent->tensor);
+  lent->managed.manager_ctx = lent;
+  lent->managed.deleter = release_lent;
+  return &lent->managed;
+}
+
+at::Tensor adopt_dlpack(DLManagedTensor* managed) {
+  auto release = [managed](void*) {
+    if (managed->deleter != nullptr) managed->deleter(managed);
+  };
+  const auto& view = managed->dl_tensor;
+  at::TensorOptions options;
+  try {
+    options = at::TensorOptions().dtype(from_dlpack_dtype(view.dtype)).device(from_dlpack_device(view.device));
+    if (view.ndim > 0 && view.strides == nullptr) throw Error("DLPack: a handed-back tensor has no strides");
+  } catch (...) {
+    release(nullptr);
+    throw;
+  }
+  at::IntArrayRef sizes(view.shape, view.ndim);
+  at::IntArrayRef strides(view.strides, view.ndim);
+  if (c10::multiply_integers(sizes) == 0) {
+    auto empty = at::empty_strided(sizes, strides, options);
+    release(nullptr);
+    return empty;
+  }
+  auto* data = static_cast<char*>(view.data) + view.byte_offset;
+  return at::from_blob(data, sizes, strides, release, options);
+}
+
 }  // namespace zenith

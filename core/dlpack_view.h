@@ -15,6 +15,15 @@ DLTensor borrow_dlpack(const at::Tensor& tensor);
 /// ATen cannot represent.
 at::Tensor wrap_dlpack(const DLTensor& view);
 
+/// Hands `tensor` over the ABI with ownership (zn_launch_args.provided): the receiver calls the
+/// result's deleter when done, which drops this reference.
+DLManagedTensor* lend_dlpack(at::Tensor tensor);
+
+/// Takes ownership of a tensor handed over by lend_dlpack or any DLPack producer: the ATen tensor
+/// calls its deleter when its memory is freed. Throws zenith::Error (after calling the deleter) for
+/// a dtype or device ATen cannot represent.
+at::Tensor adopt_dlpack(DLManagedTensor* managed);
+
 DLDataType to_dlpack_dtype(c10::ScalarType dtype);
 c10::ScalarType from_dlpack_dtype(DLDataType dtype);
 DLDevice to_dlpack_device(const c10::Device& device);

@@ -1,5 +1,7 @@
 #include "core/executor.h"
 
+#include <utility>
+
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -19,6 +21,18 @@ void* current_stream(const c10::Device& device) {
   return guard.getStream(device).native_handle();
 }
 
+// A DLTensor for an output the kernel is asked to provide: no memory, the IR's sizes and strides.
+DLTensor unallocated_view(const ir::TensorType& type) {
+  DLTensor view{};
+  view.data = nullptr;
+  view.device = to_dlpack_device(type.device);
+  view.ndim = static_cast<int>(type.sizes.size());
+  view.dtype = to_dlpack_dtype(type.dtype);
+  view.shape = const_cast<std::int64_t*>(type.sizes.data());
+  view.strides = const_cast<std::int64_t*>(type.strides.data());
+  return view;
+}
+
 void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
   // The step's device is current while it runs, whatever the caller's is: plugins launch, and
   // allocate workspace through the host, on the current device (a module on cuda:1 called while
@@ -28,20 +42,42 @@ void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
   std::vector<DLTensor> inputs;
   inputs.reserve(step.inputs.size());
   for (int id : step.inputs) inputs.push_back(borrow_dlpack(values[id]));
+  // A kernel that provides outputs (a dispatcher call) hands its results over instead of copying
+  // them into memory the host allocated.
+  const bool ask = step.kernel->provides_outputs();
+  std::vector<DLManagedTensor*> provided(ask ? step.outputs.size() : 0, nullptr);
+  std::vector<bool> asked(step.outputs.size(), false);
   std::vector<DLTensor> outputs;
   outputs.reserve(step.outputs.size());
   for (std::size_t o = 0; o < step.outputs.size(); ++o) {
     int alias = step.output_aliases.empty() ? -1 : step.output_aliases[o];
+    const auto& type = step.output_types[o];
     if (alias >= 0) {
       values[step.outputs[o]] = values[step.inputs[alias]];
+    } else if (ask && type.numel() > 0) {
+      asked[o] = true;
+      outputs.push_back(unallocated_view(type));
+      continue;
     } else {
-      const auto& type = step.output_types[o];
       values[step.outputs[o]] =
           at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(type.device));
     }
     outputs.push_back(borrow_dlpack(values[step.outputs[o]]));
   }
-  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step.device));
+  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step.device), ask ? &provided : nullptr);
+  for (std::size_t o = 0; o < step.outputs.size(); ++o) {
+    if (!asked[o]) continue;
+    auto* managed = std::exchange(provided[o], nullptr);
+    if (managed == nullptr) {
+      for (auto* rest : provided) {
+        if (rest != nullptr && rest->deleter != nullptr) rest->deleter(rest);
+      }
+      throw Error(fmt::format("backend '{}' did not hand back output {} of its kernel, which the launch asked it for "
+                              "(zn_launch_args.provided); the plugin breaks ABI 1.4",
+                              step.backend, o));
+    }
+    values[step.outputs[o]] = conform_output(adopt_dlpack(managed), step.output_types[o], step.backend, o);
+  }
 }
 
 void run_host_step(const Step& step, std::vector<at::Tensor>& values) {
@@ -50,6 +86,20 @@ void run_host_step(const Step& step, std::vector<at::Tensor>& values) {
 }
 
 }  // namespace
+
+at::Tensor conform_output(at::Tensor tensor, const ir::TensorType& type, const std::string& backend, std::size_t output) {
+  if (tensor.scalar_type() != type.dtype || tensor.device() != type.device ||
+      tensor.sizes() != c10::IntArrayRef(type.sizes)) {
+    throw Error::mismatch(fmt::format("output {} handed back by backend '{}'", output, backend), type.to_string(),
+                          fmt::format("{} {} on {}", ir::dtype_name(tensor.scalar_type()), c10::str(tensor.sizes()),
+                                      tensor.device().str()));
+  }
+  if (tensor.strides() == c10::IntArrayRef(type.strides)) return tensor;
+  // Later steps were compiled for the IR's layout.
+  auto laid_out = at::empty_strided(type.sizes, type.strides, tensor.options());
+  laid_out.copy_(tensor);
+  return laid_out;
+}
 
 c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector<at::Tensor>& flat) {
   switch (structure.kind) {

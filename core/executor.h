@@ -1,6 +1,7 @@
 // The executor: runs a Plan on bound inputs.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -16,6 +17,11 @@ c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs);
 
 /// Runs `plan` and returns its graph outputs flat, in order.
 std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs);
+
+/// An output a kernel handed back in its own memory, checked against the IR's type and laid out
+/// as the IR says (copied when its strides differ). Throws zenith::Error naming `backend` when its
+/// dtype, device or sizes differ.
+at::Tensor conform_output(at::Tensor tensor, const ir::TensorType& type, const std::string& backend, std::size_t output);
 
 /// Nests flat outputs as `structure` says.
 c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector<at::Tensor>& flat);

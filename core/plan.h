@@ -12,6 +12,8 @@
 
 namespace zenith {
 
+class PlanGraph;
+
 /// One step of a plan.
 struct Step {
   /// Host steps run a view op through the dispatcher (aliasing is kept exact); kernel steps run a
@@ -70,6 +72,9 @@ struct TrainingPlan {
   std::vector<int> input_gradients;
   /// Tensor inputs of a call.
   std::size_t inputs = 0;
+  /// CUDA graphs of `forward` and `backward` (CompileOptions::cuda_graphs), or null: the plan runs
+  /// launch by launch.
+  std::shared_ptr<PlanGraph> forward_graph, backward_graph;
 };
 
 }  // namespace zenith

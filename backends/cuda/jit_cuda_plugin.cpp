@@ -246,6 +246,8 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
       args->shape_generic = 1;
       args->max_extent = max_extent;
     }
+    // Generated kernels and cuBLASLt enqueue on the launch's stream, workspace from host->alloc.
+    if (ZN_HAS_FIELD(args, zn_compile_args, graph_safe)) args->graph_safe = 1;
     args->kernel = reinterpret_cast<zn_kernel*>(jit.release());
     return nullptr;
   });

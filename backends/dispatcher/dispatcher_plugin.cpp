@@ -92,6 +92,11 @@ zn_status* plugin_compile(void*, zn_compile_args* args) {
       args->shape_generic = 1;
       args->max_extent = 0;
     }
+    // ATen allocates its results: hand them over rather than copy them.
+    if (ZN_HAS_FIELD(args, zn_compile_args, provides_outputs)) args->provides_outputs = 1;
+    // ATen runs on the launch's stream (run_on_stream); an op that synchronizes fails the capture
+    // loudly, and the host then runs that plan launch by launch.
+    if (ZN_HAS_FIELD(args, zn_compile_args, graph_safe)) args->graph_safe = 1;
     args->kernel = reinterpret_cast<zn_kernel*>(kernel.release());
     return nullptr;
   });
@@ -116,17 +121,41 @@ std::string launch_mismatch(const ir::Graph& group, const zn_launch_args* args) 
   return "";
 }
 
+// Whether `result` shares memory with one of `others`.
+bool shares_memory(const at::Tensor& result, const std::vector<at::Tensor>& others) {
+  for (const auto& other : others) {
+    if (other.defined() && other.has_storage() && result.storage().is_alias_of(other.storage())) return true;
+  }
+  return false;
+}
+
 void run_group(const Kernel& kernel, const zn_launch_args* args) {
   const auto& group = kernel.group;
   std::vector<at::Tensor> values(group.values.size());
-  for (size_t i = 0; i < args->num_inputs; ++i) values[group.inputs[i]] = wrap_dlpack(args->inputs[i]);
+  std::vector<at::Tensor> inputs;
+  for (size_t i = 0; i < args->num_inputs; ++i) {
+    values[group.inputs[i]] = wrap_dlpack(args->inputs[i]);
+    inputs.push_back(values[group.inputs[i]]);
+  }
   for (const auto& call : kernel.calls) {
     auto results = call.run([&](int id) -> const at::Tensor& { return values[id]; });
     for (size_t r = 0; r < results.size(); ++r) values[call.node().outputs[r]] = std::move(results[r]);
   }
+  DLManagedTensor** provided = ZN_HAS_FIELD(args, zn_launch_args, provided) ? args->provided : nullptr;
+  std::vector<at::Tensor> handed;  // what earlier outputs handed back
   for (size_t o = 0; o < args->num_outputs; ++o) {
-    auto out = wrap_dlpack(args->outputs[o]);
+    const auto& view = args->outputs[o];
     const auto& result = values[group.outputs[o]];
+    if (provided != nullptr && view.data == nullptr && c10::multiply_integers(view.shape, view.shape + view.ndim) > 0) {
+      if (!result.defined()) throw std::runtime_error(fmt::format("output {} was asked for and the group did not compute it", o));
+      // A view of an input (or of another output) must not become a value of its own that a
+      // later in-place step could write through.
+      auto own = shares_memory(result, inputs) || shares_memory(result, handed) ? result.clone() : result;
+      handed.push_back(own);
+      provided[o] = lend_dlpack(std::move(own));
+      continue;
+    }
+    auto out = wrap_dlpack(view);
     // A result an output mask left out (undefined) has an empty output: nothing to write.
     if (!result.defined() && out.numel() == 0) continue;
     // An in-place result already lives in the output's memory.

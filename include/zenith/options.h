@@ -64,6 +64,12 @@ struct CompileOptions {
   /// the call becomes one autograd node running a compiled forward and a compiled backward.
   /// When false, such calls run eagerly. Overridden by ZENITH_TRAINING=0|1.
   bool compile_training = true;
+  /// Replays each compiled training forward and backward on a CUDA device as one CUDA graph, from
+  /// its second call on: the step's launches cost the host one launch each. A call whose inputs
+  /// moved or whose previous outputs are still held runs launch by launch instead (never wrong,
+  /// only slower); CacheStats counts both. The graphs keep their memory between calls. Overridden
+  /// by ZENITH_CUDA_GRAPHS=0|1.
+  bool cuda_graphs = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
   /// eagerly and log why once. When false, throw a zenith::Error instead.
   bool fallback_to_eager = true;
@@ -91,6 +97,10 @@ struct CacheStats {
   std::int64_t evictions = 0;    ///< plans dropped to respect plan_cache_size
   std::int64_t eager_calls = 0;  ///< calls run eagerly (disabled, compile_training off, fallback)
   std::int64_t training_calls = 0;  ///< calls run as one autograd node with a compiled backward
+  std::int64_t graph_captures = 0;   ///< CUDA graphs captured (CompileOptions::cuda_graphs)
+  std::int64_t graph_replays = 0;    ///< plan runs served by replaying a CUDA graph
+  std::int64_t graph_plain_runs = 0; ///< plan runs with a graph held that ran launch by launch (inputs moved, outputs held)
+  std::int64_t graph_failures = 0;   ///< captures that failed: those plans run launch by launch (logged at info)
   std::int64_t symbolic_plans = 0;   ///< symbolic plans fitted (each after its probe captures)
   std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture
   double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together

@@ -16,7 +16,9 @@
  *    zn_host_api.status_create; the host owns and frees them. NULL means success.
  *  - Tensors cross as borrowed DLPack DLTensor views (strides always filled, in elements). The
  *    host owns every tensor: inputs, and outputs, which it allocates through PyTorch's caching
- *    allocator with the sizes, strides, dtype and device the IR gives for them before launch.
+ *    allocator with the sizes, strides, dtype and device the IR gives for them before launch. A
+ *    kernel that says so at compile (zn_compile_args.provides_outputs, since 1.4) may instead be
+ *    asked to hand back memory of its own for an output (zn_launch_args.provided).
  *  - A launch is asynchronous on the stream the host passes (PyTorch's current stream for CUDA,
  *    NULL for the CPU) and must not synchronize the device.
  *  - Groups are described as Zenith IR JSON (docs/trace-format.md, "kind": "group"). A plugin must
@@ -33,7 +35,10 @@
  *
  * Versions: 1.0, the first stable version. 1.1 appends zn_compile_args.from_cache. 1.2 gives it a
  * third value, ZN_COMPILE_NOTHING (zn_compile_source). 1.3 appends zn_compile_args.shape_generic and
- * max_extent, so that one kernel can serve a plan whose sizes are symbolic.
+ * max_extent, so that one kernel can serve a plan whose sizes are symbolic. 1.4 appends
+ * zn_compile_args.provides_outputs and zn_launch_args.provided, so that a kernel whose library
+ * allocates its results (a dispatcher call) hands them over instead of copying them, and
+ * zn_compile_args.graph_safe, so that the host may replay a plan's launches as one CUDA graph.
  */
 #ifndef ZENITH_PLUGIN_H
 #define ZENITH_PLUGIN_H
@@ -50,7 +55,7 @@ extern "C" {
 /** ABI major version: a plugin of another major is never loaded. */
 #define ZN_ABI_MAJOR 1
 /** ABI minor version: grows when a field is appended to a table or argument struct. */
-#define ZN_ABI_MINOR 3
+#define ZN_ABI_MINOR 4
 
 /** Name of the one symbol a plugin exports (type: zn_plugin_get_api_fn). */
 #define ZN_PLUGIN_ENTRY_SYMBOL "zn_plugin_get_api"
@@ -154,6 +159,16 @@ typedef struct zn_compile_args {
                                  kernel handles, for the broadcast shape of its tensors and for each
                                  tensor's extent (1 + its largest element offset); 0 means no limit.
                                  Past it the host compiles the group again. */
+  int32_t provides_outputs; /**< out (since 1.4): 1 when the kernel's launches accept
+                                 zn_launch_args.provided: the kernel can hand back outputs in memory
+                                 of its own. The host never passes `provided` to a kernel whose
+                                 compile left this 0 (every plugin older than 1.4). */
+  int32_t graph_safe;       /**< out (since 1.4): 1 when every launch of the kernel only enqueues
+                                 work on args->stream (no other stream, no host copy, no
+                                 synchronization, no allocation outside host->alloc), so that the
+                                 host may capture it in a CUDA graph and replay it later on other
+                                 data at the same addresses. The host never captures a kernel whose
+                                 compile left this 0 (every plugin older than 1.4). */
 } zn_compile_args;
 
 /** Arguments of zn_plugin_api.launch. */
@@ -167,6 +182,16 @@ typedef struct zn_launch_args {
                                   op) is a view of that input's memory. */
   size_t num_outputs;        /**< in: entries in outputs */
   void* stream;              /**< in: cudaStream_t for CUDA devices, NULL for the CPU */
+  DLManagedTensor** provided; /**< in/out (since 1.4): NULL, or (only for a kernel whose compile set
+                                  provides_outputs) an array of num_outputs entries, all NULL on
+                                  entry. For each output o with at least one element whose
+                                  outputs[o].data is NULL, the kernel must set provided[o] to a
+                                  tensor holding that output: the dtype, device and sizes that
+                                  outputs[o] describes, any strides (the host copies it into its
+                                  own layout when they differ), ready in stream order on `stream`,
+                                  and sharing no memory with an input or another output. The host
+                                  takes ownership and calls its deleter when done with it, also when
+                                  the launch fails. Outputs with data are written as always. */
 } zn_launch_args;
 
 /** The table a plugin returns. Fields are append-only. */

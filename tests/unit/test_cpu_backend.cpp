@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 
 #include "core/dlpack_view.h"
+#include "core/executor.h"
+#include "core/plan_graph.h"
 #include "core/graph_json.h"
 #include "core/group.h"
 #include "core/interpreter.h"
@@ -119,6 +121,119 @@ TEST(CpuBackend, BadLaunchesAndGroupsAreErrorsNotCrashes) {
   auto reason = cpu().query("not json at all");
   ASSERT_TRUE(reason.has_value());
   EXPECT_NE(reason->find("not valid JSON"), std::string::npos) << *reason;
+}
+
+// Launches `graph` as one group asking the plugin for every output in its own memory (ABI 1.4).
+std::vector<at::Tensor> launch_provided(const ir::Graph& graph, const std::vector<at::Tensor>& inputs) {
+  CompileOutcome outcome;
+  auto kernel = cpu().compile(group_json(graph), "{}", &outcome);
+  EXPECT_TRUE(outcome.provides_outputs);
+  EXPECT_TRUE(kernel->provides_outputs());
+  std::vector<DLTensor> in, out;
+  for (const auto& t : inputs) in.push_back(borrow_dlpack(t));
+  for (int id : graph.outputs) {
+    const auto& type = graph.value(id).type;
+    DLTensor view{};
+    view.device = to_dlpack_device(type.device);
+    view.ndim = static_cast<int>(type.sizes.size());
+    view.dtype = to_dlpack_dtype(type.dtype);
+    view.shape = const_cast<std::int64_t*>(graph.value(id).type.sizes.data());
+    view.strides = const_cast<std::int64_t*>(graph.value(id).type.strides.data());
+    out.push_back(view);  // data NULL: the plugin's to give
+  }
+  std::vector<DLManagedTensor*> provided(out.size(), nullptr);
+  cpu().launch(*kernel, in, out, nullptr, &provided);
+  std::vector<at::Tensor> results;
+  for (std::size_t o = 0; o < provided.size(); ++o) {
+    EXPECT_NE(provided[o], nullptr) << "output " << o;
+    if (provided[o] != nullptr) results.push_back(adopt_dlpack(provided[o]));
+  }
+  return results;
+}
+
+TEST(CpuBackend, HandsBackOutputsInsteadOfCopying) {
+  GraphBuilder b;
+  int x = b.input({5, 7});
+  int w = b.input({7, 3});
+  int mm = b.op("aten::mm", "", {value("self", x), value("other", w)});
+  int sm = b.op("aten::softmax", "int", {value("self", mm), scalar("dim", -1), testing::none("dtype")});
+  auto g = b.finish({mm, sm});
+  auto inputs = b.example_inputs();
+  auto want = ir::interpret(g, inputs);
+  auto got = launch_provided(g, inputs);
+  ASSERT_EQ(got.size(), 2u);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::allclose(got[i], want[i], 1e-6, 1e-6)) << i;
+  EXPECT_FALSE(got[0].storage().is_alias_of(got[1].storage()));
+}
+
+TEST(CpuBackend, HandedBackViewsOfInputsAreCopies) {
+  // The output is a view of the input: handing it back as is would let a later in-place step
+  // write through it into the input.
+  GraphBuilder b;
+  int x = b.input({4, 6});
+  int y = b.op("aten::t", "", {value("self", x)});
+  auto g = b.finish({y});
+  auto input = at::randn({4, 6});
+  auto got = launch_provided(g, {input});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(at::equal(got[0], input.t()));
+  EXPECT_NE(got[0].data_ptr(), input.data_ptr());
+}
+
+TEST(CpuBackend, HandedBackOutputsAreLaidOutAsTheIrSays) {
+  ir::TensorType type;
+  type.dtype = at::kFloat;
+  type.device = at::kCPU;
+  type.sizes = {6, 4};
+  type.strides = {4, 1};
+  auto transposed = at::randn({4, 6}).t();  // strides {1, 6}
+  auto laid_out = conform_output(adopt_dlpack(lend_dlpack(transposed)), type, "cpu", 0);
+  EXPECT_EQ(laid_out.strides(), c10::IntArrayRef(type.strides));
+  EXPECT_TRUE(at::equal(laid_out, transposed));
+  auto same = at::randn({6, 4});
+  EXPECT_EQ(conform_output(adopt_dlpack(lend_dlpack(same)), type, "cpu", 0).data_ptr(), same.data_ptr());
+  try {
+    conform_output(adopt_dlpack(lend_dlpack(at::randn({6, 5}))), type, "cpu", 3);
+    FAIL() << "a handed-back output of the wrong size must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("output 3 handed back by backend 'cpu'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuBackend, AskingAKernelThatCannotProvideIsAnError) {
+  // The example plugin predates ABI 1.4's provided outputs: its kernels always write host memory.
+  const auto* example = load_backend(ZENITH_EXAMPLE_PLUGIN_DIR "/libzenith-backend-example.so");
+  auto g = testing::elementwise_chain();
+  auto kernel = example->compile(group_json(g));
+  ASSERT_FALSE(kernel->provides_outputs());
+  auto x = at::randn({4, 8}), y = at::empty({4, 8});
+  std::vector<DLTensor> in{borrow_dlpack(x)}, out{borrow_dlpack(y)};
+  std::vector<DLManagedTensor*> provided(1, nullptr);
+  EXPECT_THROW(example->launch(*kernel, in, out, nullptr, &provided), Error);
+}
+
+TEST(PlanGraph, CapturesOnlyCudaKernelsDeclaredGraphSafe) {
+  auto g = testing::elementwise_chain();
+  Plan plan;
+  if (plan_graph_refusal(plan) == "this LibTorch has no CUDA") GTEST_SKIP() << "this LibTorch has no CUDA";
+  EXPECT_NE(plan_graph_refusal(plan).find("launches no kernel"), std::string::npos) << plan_graph_refusal(plan);
+  Step step;
+  step.kernel = cpu().compile(group_json(g));
+  step.backend = "cpu";
+  step.device = c10::Device(c10::kCPU);
+  plan.steps.push_back(step);
+  EXPECT_NE(plan_graph_refusal(plan).find("runs on cpu"), std::string::npos) << plan_graph_refusal(plan);
+  // A kernel from a plugin that does not declare graph safety (the example plugin is older than
+  // ABI 1.4's graph_safe), as if it ran on a GPU.
+  const auto* example = load_backend(ZENITH_EXAMPLE_PLUGIN_DIR "/libzenith-backend-example.so");
+  plan.steps[0].kernel = example->compile(group_json(g));
+  plan.steps[0].backend = "example";
+  plan.steps[0].device = c10::Device(c10::kCUDA, 0);
+  EXPECT_NE(plan_graph_refusal(plan).find("backend example does not declare its kernels safe"), std::string::npos)
+      << plan_graph_refusal(plan);
+  std::string why;
+  EXPECT_EQ(make_plan_graph(std::make_shared<Plan>(plan), {true}, 0, "test", nullptr, why), nullptr);
+  EXPECT_FALSE(why.empty());
 }
 
 }  // namespace

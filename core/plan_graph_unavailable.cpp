@@ -1,0 +1,14 @@
+// Built when LibTorch has no CUDA: no plan can be replayed as a CUDA graph.
+#include "core/plan_graph.h"
+
+namespace zenith {
+
+std::string plan_graph_refusal(const Plan&) { return "this LibTorch has no CUDA"; }
+
+std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan>, std::vector<bool>, std::size_t, std::string,
+                                           std::shared_ptr<PlanGraphCounters>, std::string& why) {
+  why = "this LibTorch has no CUDA";
+  return nullptr;
+}
+
+}  // namespace zenith
