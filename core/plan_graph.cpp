@@ -142,6 +142,15 @@ class CudaPlanGraph final : public PlanGraph {
       disable(fmt::format("captured {} times and the addresses of its inputs keep moving", captures_));
       return execute_flat(*plan_, inputs);
     }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      // Strides are part of the signature: a plan called with such an input always is.
+      if (!by_address_[i] && inputs[i].defined() && !inputs[i].is_non_overlapping_and_dense()) {
+        disable(fmt::format("input {} has elements that share memory (an expanded tensor), which cannot be copied into "
+                            "a buffer of the graph's own",
+                            i));
+        return execute_flat(*plan_, inputs);
+      }
+    }
     ++captures_;
     c10::cuda::CUDAGuard guard(device_);
     // The graph's inputs: by-address ones as they are, the others in buffers of the graph's own.

@@ -187,6 +187,24 @@ struct DropoutSumImpl : torch::nn::Module {
 };
 TORCH_MODULE(DropoutSum);
 
+TEST_F(TrainingGraphs, ExpandedArgumentsAreNotCopiedIntoTheGraph) {
+  // An argument whose elements share memory cannot be copied into a buffer of the graph's own: the
+  // plan runs launch by launch.
+  auto [eager, twin] = twins<CnnLoss>();
+  auto compiled = zenith::compile(twin, options("expanded"));
+  auto images = torch::randn({1, 3, 32, 32}, kDevice).expand({4, 3, 32, 32});
+  auto labels = torch::randint(10, {4}, torch::TensorOptions().dtype(torch::kLong).device(kDevice));
+  for (int step = 0; step < 4; ++step) {
+    eager->zero_grad();
+    twin->zero_grad();
+    eager->forward(images, labels).backward();
+    compiled(images, labels).backward();
+    expect_same_gradients(*eager, *twin, "expanded, step " + std::to_string(step));
+  }
+  EXPECT_EQ(compiled.stats().graph_replays, 0);
+  EXPECT_EQ(compiled.stats().training_calls, 3);
+}
+
 TEST_F(TrainingGraphs, DropoutReplaysAreReproducibleWithASeed) {
   DropoutSum net;
   net->to(kDevice);
