@@ -1,5 +1,8 @@
 #include "passes/autodiff/training_rewrite.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <c10/core/ScalarType.h>
 
 namespace zenith::autodiff {
@@ -59,6 +62,9 @@ class Rewriter {
                                1));
       } else if (node.op == "aten::cross_entropy_loss" && splittable_cross_entropy(node)) {
         split_cross_entropy(node, nodes);
+      } else if (node.op == "aten::matmul" && batched(node)) {
+        for (const char* operand : {"self", "other"}) make_foldable(node, operand, nodes);
+        nodes.push_back(std::move(node));
       } else {
         nodes.push_back(std::move(node));
       }
@@ -126,6 +132,56 @@ class Rewriter {
     nll.outputs = node.outputs;
     nodes.push_back(std::move(log_softmax));
     nodes.push_back(std::move(nll));
+  }
+
+  // Both operands have batch dimensions: matmul folds them into one with reshape, which copies an
+  // operand whose batch dimensions do not fold (attention's permuted heads).
+  bool batched(const ir::Node& node) const {
+    for (const char* operand : {"self", "other"}) {
+      const auto* ref = std::get_if<ir::ValueRef>(&node.arg(operand)->value);
+      if (ref == nullptr || graph_.value(ref->id).type.rank() < 3) return false;
+    }
+    return true;
+  }
+
+  // Row-major, or row-major but for its last two dimensions swapped (a transposed matrix, which
+  // the batched product reads as it is).
+  static bool folds(const ir::TensorType& type) {
+    auto dense = [&](const std::vector<std::int64_t>& order) {
+      std::int64_t expected = 1;
+      for (auto d = order.rbegin(); d != order.rend(); ++d) {
+        if (type.sizes[*d] != 1 && type.strides[*d] != expected) return false;
+        expected *= type.sizes[*d];
+      }
+      return true;
+    };
+    std::vector<std::int64_t> order(type.sizes.size());
+    for (std::size_t d = 0; d < order.size(); ++d) order[d] = static_cast<std::int64_t>(d);
+    if (dense(order)) return true;
+    std::swap(order[order.size() - 1], order[order.size() - 2]);
+    return dense(order);
+  }
+
+  // An operand matmul would copy is made contiguous first, in the open: the forward does the same
+  // copy it did inside matmul, and the backward reads the copy instead of making it again (as
+  // eager's autograd saves it).
+  void make_foldable(ir::Node& node, const char* operand, std::vector<ir::Node>& nodes) {
+    auto arg = std::find_if(node.args.begin(), node.args.end(), [&](const ir::Argument& a) { return a.name == operand; });
+    const int id = std::get<ir::ValueRef>(arg->value).id;
+    const auto& type = graph_.value(id).type;
+    if (folds(type)) return;
+    auto laid_out = type;
+    std::int64_t stride = 1;
+    for (std::size_t d = laid_out.sizes.size(); d-- > 0;) {
+      laid_out.strides[d] = stride;
+      stride *= laid_out.sizes[d];
+    }
+    ir::Node contiguous;
+    contiguous.op = "aten::contiguous";
+    contiguous.args = {{"self", ir::ValueRef{id}}, {"memory_format", std::int64_t{0}}};  // contiguous_format
+    contiguous.outputs = {graph_.add_value(laid_out, ir::ValueRole::Intermediate)};
+    arg->value = ir::ValueRef{contiguous.outputs[0]};
+    nodes.push_back(std::move(contiguous));
   }
 
   ir::Graph& graph_;

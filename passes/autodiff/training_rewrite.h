@@ -7,6 +7,8 @@
 //   layer_norm                 -> native_layer_norm         (+ mean, inverse std)
 //   max_pool2d                 -> max_pool2d_with_indices   (+ indices)
 //   cross_entropy_loss         -> log_softmax, nll_loss_nd  (the log-probabilities)
+//   matmul of batched operands -> contiguous on an operand whose batch dimensions do not fold
+//                                 (the copy matmul makes inside), then matmul
 #pragma once
 
 #include <vector>
