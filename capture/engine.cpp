@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/plugin_loader.h"
 #include "passes/autodiff/backward_graph.h"
+#include "passes/autodiff/channels_last.h"
 #include "passes/autodiff/training_rewrite.h"
 #include "passes/effects.h"
 #include "passes/lowering.h"
@@ -414,12 +415,19 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   auto inputs = call_tensors(args, state);
   std::vector<bool> requires_grad;
   for (const auto& tensor : inputs) requires_grad.push_back(tensor.requires_grad());
+  const bool relaid = options_.channels_last && autodiff::convolutions_channels_last(graph);
   auto provisional = autodiff::rewrite_for_training(graph);
   auto values = capture::forward_values(graph, inputs);
   for (int id : provisional) {
     auto type = type_of(values.at(id));
     type.requires_grad = false;
     graph.value(id).type = type;
+  }
+  // Channels-last copies changed the layout of what follows them; the run says what it became.
+  if (relaid) {
+    for (std::size_t id = 0; id < values.size(); ++id) {
+      if (values[id].defined() && graph.values[id]) graph.values[id]->type.strides = values[id].strides().vec();
+    }
   }
   auto captured = capture::capture_backward(graph, values, requires_grad);
   values.clear();

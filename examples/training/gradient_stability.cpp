@@ -3,7 +3,7 @@
 // every step.
 //
 //   gradient_stability [--device cpu|cuda] [--dtype float32|bfloat16] [--steps N] [--size small|full]
-//                      [--seed S] [--csv PATH] [--perturb REL]
+//                      [--seed S] [--csv PATH] [--perturb REL] [--channels-last 0|1]
 //
 // The model and its loss are one module (ClassifierLoss: cross-entropy of the CNN's logits), so
 // the compiled call covers the loss too; both twins run in training mode (batch norm on batch
@@ -14,7 +14,10 @@
 // --size small is the zoo's CnnConfig::small() at batch 8, 32x32 (the CPU test); full is ResNet-50
 // at batch 16, 64x64 (the GPU run). --dtype bfloat16 runs the forward under autocast (weights,
 // gradients and optimizer in float32, as mixed-precision training does). On CUDA, TF32 is switched
-// off for cuBLAS and cuDNN: a float32 comparison must compare float32 arithmetic.
+// off for cuBLAS and cuDNN: a float32 comparison must compare float32 arithmetic. Zenith compiles
+// with CompileOptions::channels_last off unless --channels-last 1: this example checks that Zenith
+// computes eager's gradients, and channels-last convolutions are other cuDNN kernels, with other
+// rounding (docs/training.md).
 // --perturb REL multiplies every gradient of the Zenith twin by (1 + REL * N(0, 1)) elementwise
 // before its optimizer step: differences of the size rounding makes (1e-7 for float32), to see how
 // far two runs that differ only by rounding drift apart. README.md has the measurements the bounds
@@ -81,6 +84,7 @@ struct Settings {
   bool deterministic = false;  // cuDNN's deterministic algorithms, benchmark mode off
   bool control = false;        // the twin runs eagerly too: the noise floor of eager against eager
   bool sync = false;           // the twin takes eager's weights before every step: one trajectory
+  bool channels_last = false;  // CompileOptions::channels_last: off, so that cuDNN runs eager's kernels
 };
 
 Settings parse(int argc, char** argv) {
@@ -117,10 +121,12 @@ Settings parse(int argc, char** argv) {
       settings.control = value == "1";
     } else if (flag == "--sync") {
       settings.sync = value == "1";
+    } else if (flag == "--channels-last") {
+      settings.channels_last = value == "1";
     } else {
       throw std::runtime_error("unknown option " + flag +
                                " (use --device, --dtype, --steps, --size, --seed, --csv, --perturb, --batch, --image, "
-                               "--momentum, --deterministic 0|1, --control 0|1, --sync 0|1)");
+                               "--momentum, --deterministic 0|1, --control 0|1, --sync 0|1, --channels-last 0|1)");
     }
   }
   if (settings.device.is_cuda() && !torch::cuda::is_available()) {
@@ -298,6 +304,7 @@ int run(const Settings& settings) {
   if (cuda) std::printf("  TF32 off for cuBLAS and cuDNN%s\n", settings.deterministic ? "; cuDNN deterministic" : "");
   if (settings.control) std::printf("  --control 1: the twin runs eagerly too (eager against eager)\n");
   if (settings.sync) std::printf("  --sync 1: the twin takes eager's weights and buffers before every step\n");
+  if (settings.channels_last) std::printf("  --channels-last 1: Zenith's convolutions run channels-last\n");
   if (settings.perturb != 0) {
     std::printf("  --perturb %g: the Zenith twin's gradients get relative noise of that size\n", settings.perturb);
   }
@@ -321,6 +328,7 @@ int run(const Settings& settings) {
   zenith::CompileOptions options;
   options.name = "cnn_loss";
   options.disable = settings.control;
+  options.channels_last = settings.channels_last;
   auto fast = zenith::compile(twin, options);
 
   const auto eager_parameters = eager->parameters(), twin_parameters = twin->parameters();

@@ -11,6 +11,12 @@ namespace {
 
 void identity(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad()); }
 
+// contiguous changes the layout, not the values: the gradient goes back laid out as the input was
+// (a channels-last copy of a weight gives the weight a gradient in the weight's own layout).
+void relayout(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", c.grad().contiguous(c.input("self").suggest_memory_format()));
+}
+
 void add_tensor(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad());
   if (s.wanted(c, "other")) s.add(c, "other", c.grad() * c.scalar("alpha"));
@@ -156,7 +162,7 @@ void register_elementwise_rules(std::function<void(const std::string&, Derivativ
   add("aten::_to_copy", convert);
   add("aten::_autocast_to_reduced_precision", convert);
   add("aten::_autocast_to_full_precision", convert);
-  add("aten::contiguous", identity);
+  add("aten::contiguous", relayout);
   add("aten::clone", identity);
   add("aten::alias", identity);
 }

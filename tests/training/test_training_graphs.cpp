@@ -1,8 +1,15 @@
 // CUDA graphs of compiled training plans (CompileOptions::cuda_graphs): replays match eager step
 // after step, and every case where a replay would be wrong runs launch by launch instead: outputs
 // of the previous call still held, parameters that moved, a capture that fails. Label gpu.
+#include <filesystem>
+
+#include <unistd.h>
+
+#include <c10/core/MemoryFormat.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include "core/dump.h"
 
 #include "models/cnn.h"
 #include "training/gradient_check.h"
@@ -108,6 +115,46 @@ TEST_F(TrainingGraphs, ReplaysMatchEagerStepAfterStep) {
   EXPECT_EQ(stats.graph_replays, 2 * 4);  // calls 3 to 6, both directions
   EXPECT_EQ(stats.graph_plain_runs, 0);
   EXPECT_EQ(stats.graph_failures, 0);
+}
+
+// Convolutions and channels-last copies in the optimized forward of a CNN step's dump.
+std::pair<int, int> convolutions_and_channels_last_copies(bool channels_last) {
+  namespace fs = std::filesystem;
+  auto folder = fs::temp_directory_path() /
+                ("zenith-test-channels-last-" + std::to_string(::getpid()) + (channels_last ? "-on" : "-off"));
+  auto o = options("channels last");
+  o.dump_dir = folder.string();
+  o.channels_last = channels_last;
+  auto [eager, twin] = twins<CnnLoss>();
+  auto compiled = zenith::compile(twin, o);
+  Batch batch;
+  compiled(batch.images, batch.labels).backward();
+  const auto path = compiled.report().dump_path;
+  EXPECT_FALSE(path.empty());
+  auto dump = zenith::dump_from_json(zenith::read_json_file(path));
+  int copies = 0, convolutions = 0;
+  for (const auto& node : dump.optimized.nodes) {
+    convolutions += node.op == "aten::_convolution";
+    if (node.op == "aten::contiguous" &&
+        std::get<std::int64_t>(node.arg("memory_format")->value) == static_cast<std::int64_t>(c10::MemoryFormat::ChannelsLast)) {
+      ++copies;
+    }
+  }
+  std::error_code ec;  // not remove_all: the copy libtorch exports is broken
+  for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove(entry.path(), ec);
+  fs::remove(folder, ec);
+  return {convolutions, copies};
+}
+
+TEST_F(TrainingGraphs, ConvolutionsRunChannelsLastUnlessTurnedOff) {
+  // passes/autodiff/channels_last.cpp: on CUDA the convolutions read channels-last copies of their
+  // input and weight (the gradient tests above run with it, the default).
+  auto [convolutions, copies] = convolutions_and_channels_last_copies(true);
+  EXPECT_GT(convolutions, 0);
+  EXPECT_GT(copies, convolutions);  // every weight, and the convolutions' inputs
+  auto [convolutions_off, copies_off] = convolutions_and_channels_last_copies(false);
+  EXPECT_EQ(convolutions_off, convolutions);
+  EXPECT_EQ(copies_off, 0);
 }
 
 TEST_F(TrainingGraphs, OffRunsLaunchByLaunch) {

@@ -1,0 +1,21 @@
+// Channels-last convolutions for training on CUDA: cuDNN's float32 convolution kernels work in
+// NHWC, so on NCHW tensors it transposes the input, the weight and the output around every
+// convolution, forward and backward (1.9 ms of a 18 ms ResNet-50 step at batch 32 on the H200).
+// Reading channels-last copies of the input and the weight instead makes every convolution, batch
+// norm, ReLU, residual add and pooling after it channels-last too: ATen keeps the layout it is given.
+#pragma once
+
+#include "core/graph.h"
+
+namespace zenith::autodiff {
+
+/// Gives every 2-D convolution on a CUDA device a channels-last copy of its input and weight (one
+/// copy per value, however many convolutions read it). Declines (returns false, graph untouched)
+/// when a call output has four dimensions (the caller would get another layout than eager's) and
+/// when a batch norm runs in eval mode (ATen's CUDA backward of it on channels-last tensors needs
+/// batch statistics that an eval forward does not make).
+/// When it returns true, the strides of the values after the copies are stale: the caller runs the
+/// graph and takes every value's strides from the tensors it gets.
+bool convolutions_channels_last(ir::Graph& graph);
+
+}  // namespace zenith::autodiff
