@@ -65,18 +65,23 @@ void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
     outputs.push_back(borrow_dlpack(values[step.outputs[o]]));
   }
   step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step.device), ask ? &provided : nullptr);
-  for (std::size_t o = 0; o < step.outputs.size(); ++o) {
-    if (!asked[o]) continue;
-    auto* managed = std::exchange(provided[o], nullptr);
-    if (managed == nullptr) {
-      for (auto* rest : provided) {
-        if (rest != nullptr && rest->deleter != nullptr) rest->deleter(rest);
+  try {
+    for (std::size_t o = 0; o < step.outputs.size(); ++o) {
+      if (!asked[o]) continue;
+      auto* managed = std::exchange(provided[o], nullptr);
+      if (managed == nullptr) {
+        throw Error(fmt::format("backend '{}' did not hand back output {} of its kernel, which the launch asked it "
+                                "for (zn_launch_args.provided); the plugin breaks ABI 1.4",
+                                step.backend, o));
       }
-      throw Error(fmt::format("backend '{}' did not hand back output {} of its kernel, which the launch asked it for "
-                              "(zn_launch_args.provided); the plugin breaks ABI 1.4",
-                              step.backend, o));
+      values[step.outputs[o]] = conform_output(adopt_dlpack(managed), step.output_types[o], step.backend, o);
     }
-    values[step.outputs[o]] = conform_output(adopt_dlpack(managed), step.output_types[o], step.backend, o);
+  } catch (...) {
+    // What the kernel handed back and nothing adopted yet is freed before the error goes up.
+    for (auto* rest : provided) {
+      if (rest != nullptr && rest->deleter != nullptr) rest->deleter(rest);
+    }
+    throw;
   }
 }
 
