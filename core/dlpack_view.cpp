@@ -71,6 +71,17 @@ c10::Device from_dlpack_device(DLDevice device) {
   throw Error(fmt::format("DLPack: unsupported device type {}", static_cast<int>(device.device_type)));
 }
 
+DLTensor describe_dlpack(const ir::TensorType& type) {
+  DLTensor view{};
+  view.data = nullptr;
+  view.device = to_dlpack_device(type.device);
+  view.ndim = static_cast<int>(type.sizes.size());
+  view.dtype = to_dlpack_dtype(type.dtype);
+  view.shape = const_cast<std::int64_t*>(type.sizes.data());
+  view.strides = const_cast<std::int64_t*>(type.strides.data());
+  return view;
+}
+
 DLTensor borrow_dlpack(const at::Tensor& tensor) {
   DLTensor view{};
   view.data = tensor.numel() == 0 ? nullptr : tensor.data_ptr();

@@ -3,6 +3,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/tensor_type.h"
 #include "zenith/plugin.h"
 
 namespace zenith {
@@ -14,6 +15,11 @@ DLTensor borrow_dlpack(const at::Tensor& tensor);
 /// A non-owning ATen tensor over a DLTensor's memory; throws zenith::Error for a dtype or device
 /// ATen cannot represent.
 at::Tensor wrap_dlpack(const DLTensor& view);
+
+/// A DLTensor with `type`'s dtype, device, sizes and strides and no memory (data NULL): an output a
+/// kernel is asked to hand back (zn_launch_args.provided). Its shape and strides point into `type`,
+/// which must outlive the view.
+DLTensor describe_dlpack(const ir::TensorType& type);
 
 /// Hands `tensor` over the ABI with ownership (zn_launch_args.provided): the receiver calls the
 /// result's deleter when done, which drops this reference.

@@ -21,18 +21,6 @@ void* current_stream(const c10::Device& device) {
   return guard.getStream(device).native_handle();
 }
 
-// A DLTensor for an output the kernel is asked to provide: no memory, the IR's sizes and strides.
-DLTensor unallocated_view(const ir::TensorType& type) {
-  DLTensor view{};
-  view.data = nullptr;
-  view.device = to_dlpack_device(type.device);
-  view.ndim = static_cast<int>(type.sizes.size());
-  view.dtype = to_dlpack_dtype(type.dtype);
-  view.shape = const_cast<std::int64_t*>(type.sizes.data());
-  view.strides = const_cast<std::int64_t*>(type.strides.data());
-  return view;
-}
-
 void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
   // The step's device is current while it runs, whatever the caller's is: plugins launch, and
   // allocate workspace through the host, on the current device (a module on cuda:1 called while
@@ -56,7 +44,7 @@ void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
       values[step.outputs[o]] = values[step.inputs[alias]];
     } else if (ask && type.numel() > 0) {
       asked[o] = true;
-      outputs.push_back(unallocated_view(type));
+      outputs.push_back(describe_dlpack(type));
       continue;
     } else {
       values[step.outputs[o]] =

@@ -1,5 +1,6 @@
-// A plugin that claims single-node relu and neg groups and computes them wrongly: relu as abs, neg
-// not at all (its outputs stay as the host left them). The failure paths of zenith-conformance and
+// A plugin that claims single-node relu, neg and exp groups and computes them wrongly: relu as abs,
+// neg not at all (its outputs stay as the host left them), and exp right into host outputs but, when
+// asked to hand its output back (ABI 1.4), hands back the input itself. The failure paths of zenith-conformance and
 // of `zenith-inspect replay` are tested against it. Its high priority makes replay choose it.
 #include <exception>
 #include <string>
@@ -27,7 +28,7 @@ std::string claimed_op(const char* json, size_t size) {
   auto group = zenith::ir::from_json(zenith::ir::parse_json(std::string(json, size), "group"));
   if (group.nodes.size() != 1 || group.inputs.size() != 1) return "";
   const auto& op = group.nodes[0].op;
-  if (op != "aten::relu" && op != "aten::neg") return "";
+  if (op != "aten::relu" && op != "aten::neg" && op != "aten::exp") return "";
   return group.value(group.inputs[0]).type.device.is_cpu() ? op : "";
 }
 
@@ -50,8 +51,9 @@ zn_status* wrong_query(void*, zn_query_args* args) {
 zn_status* wrong_compile(void*, zn_compile_args* args) {
   try {
     auto op = claimed_op(args->group_json, args->group_json_size);
-    if (op.empty()) return fail(ZN_STATUS_UNSUPPORTED, "only single relu and neg nodes");
+    if (op.empty()) return fail(ZN_STATUS_UNSUPPORTED, "only single relu, neg and exp nodes");
     args->kernel = reinterpret_cast<zn_kernel*>(new WrongKernel{op});
+    if (op == "aten::exp" && ZN_HAS_FIELD(args, zn_compile_args, provides_outputs)) args->provides_outputs = 1;
     return nullptr;
   } catch (const std::exception& e) {
     return fail(ZN_STATUS_INVALID_ARGUMENT, e.what());
@@ -62,6 +64,15 @@ zn_status* wrong_launch(void*, const zn_launch_args* args) {
   if (args->num_inputs != 1 || args->num_outputs != 1) return fail(ZN_STATUS_INVALID_ARGUMENT, "one input, one output");
   const auto* kernel = reinterpret_cast<const WrongKernel*>(args->kernel);
   if (kernel->op == "aten::relu") zenith::wrap_dlpack(args->outputs[0]).copy_(zenith::wrap_dlpack(args->inputs[0]).abs());
+  if (kernel->op == "aten::exp") {
+    const bool asked = ZN_HAS_FIELD(args, zn_launch_args, provided) && args->provided != nullptr &&
+                       args->outputs[0].data == nullptr;
+    if (asked) {
+      args->provided[0] = zenith::lend_dlpack(zenith::wrap_dlpack(args->inputs[0]));  // shares the input's memory
+    } else {
+      zenith::wrap_dlpack(args->outputs[0]).copy_(zenith::wrap_dlpack(args->inputs[0]).exp());
+    }
+  }
   return nullptr;
 }
 

@@ -131,16 +131,7 @@ std::vector<at::Tensor> launch_provided(const ir::Graph& graph, const std::vecto
   EXPECT_TRUE(kernel->provides_outputs());
   std::vector<DLTensor> in, out;
   for (const auto& t : inputs) in.push_back(borrow_dlpack(t));
-  for (int id : graph.outputs) {
-    const auto& type = graph.value(id).type;
-    DLTensor view{};
-    view.device = to_dlpack_device(type.device);
-    view.ndim = static_cast<int>(type.sizes.size());
-    view.dtype = to_dlpack_dtype(type.dtype);
-    view.shape = const_cast<std::int64_t*>(graph.value(id).type.sizes.data());
-    view.strides = const_cast<std::int64_t*>(graph.value(id).type.strides.data());
-    out.push_back(view);  // data NULL: the plugin's to give
-  }
+  for (int id : graph.outputs) out.push_back(describe_dlpack(graph.value(id).type));  // the plugin's to give
   std::vector<DLManagedTensor*> provided(out.size(), nullptr);
   cpu().launch(*kernel, in, out, nullptr, &provided);
   std::vector<at::Tensor> results;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -11,7 +13,9 @@
 #include "common/random_tensors.h"
 #include "common/tensor_compare.h"
 #include "core/dlpack_view.h"
+#include "core/executor.h"
 #include "core/graph_json.h"
+#include "zenith/error.h"
 
 namespace zenith::conformance {
 namespace {
@@ -48,6 +52,61 @@ std::vector<at::Tensor> run_on(const Backend& backend, const std::string& group_
   std::vector<at::Tensor> outputs;
   for (int id : group.outputs) outputs.push_back(poisoned_output(group.value(id).type));
   backend.launch(*kernel, views_of(inputs), views_of(outputs), nullptr);
+  return outputs;
+}
+
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const auto* a_begin = static_cast<const char*>(a.storage().data());
+  const auto* b_begin = static_cast<const char*>(b.storage().data());
+  return a_begin < b_begin + b.storage().nbytes() && b_begin < a_begin + a.storage().nbytes();
+}
+
+// As run_on, asking the kernel to hand back every non-empty output in its own memory (ABI 1.4).
+// Null when its compile did not offer that (zn_compile_args.provides_outputs). Throws
+// zenith::Error when a handed-back output has the wrong dtype, device or sizes, or shares memory
+// with an input or another output.
+std::optional<std::vector<at::Tensor>> run_handing_back(const Backend& backend, const std::string& group_json,
+                                                        const ir::Graph& group, const std::vector<at::Tensor>& inputs) {
+  auto kernel = backend.compile(group_json);
+  if (!kernel->provides_outputs()) return std::nullopt;
+  std::vector<at::Tensor> outputs(group.outputs.size());
+  std::vector<DLTensor> views;
+  for (std::size_t o = 0; o < group.outputs.size(); ++o) {
+    const auto& type = group.value(group.outputs[o]).type;
+    if (type.numel() == 0) {
+      outputs[o] = poisoned_output(type);
+      views.push_back(borrow_dlpack(outputs[o]));
+    } else {
+      views.push_back(describe_dlpack(type));
+    }
+  }
+  std::vector<DLManagedTensor*> provided(views.size(), nullptr);
+  backend.launch(*kernel, views_of(inputs), views, nullptr, &provided);
+  std::vector<at::Tensor> adopted(provided.size());  // all of them first: none may leak on a throw
+  try {
+    for (std::size_t o = 0; o < provided.size(); ++o) {
+      if (provided[o] != nullptr) adopted[o] = adopt_dlpack(std::exchange(provided[o], nullptr));
+    }
+  } catch (...) {
+    for (auto* rest : provided) {
+      if (rest != nullptr && rest->deleter != nullptr) rest->deleter(rest);
+    }
+    throw;
+  }
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    if (outputs[o].defined()) continue;
+    if (!adopted[o].defined()) throw Error(fmt::format("output {} was asked for and not handed back", o));
+    outputs[o] = conform_output(adopted[o], group.value(group.outputs[o]).type, backend.name(), o);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (overlaps(adopted[o], inputs[i])) throw Error(fmt::format("handed-back output {} shares memory with input {}", o, i));
+    }
+    for (std::size_t k = 0; k < o; ++k) {
+      if (adopted[k].defined() && overlaps(adopted[o], adopted[k])) {
+        throw Error(fmt::format("handed-back outputs {} and {} share memory", k, o));
+      }
+    }
+  }
   return outputs;
 }
 
@@ -98,7 +157,19 @@ CaseResult run_claimed(const Backend& plugin, const Backend& reference, const ir
   }
   auto problem = compare_outputs(actual, expected);
   if (problem.empty()) problem = inputs_changed(random_inputs(group, seed), inputs);
-  return problem.empty() ? CaseResult{Outcome::Pass, ""} : CaseResult{Outcome::Fail, problem};
+  if (!problem.empty()) return {Outcome::Fail, problem};
+  // Again with the outputs handed back, where the kernel offers that.
+  inputs = random_inputs(group, seed);
+  try {
+    auto handed = run_handing_back(plugin, group_json, group, inputs);
+    if (!handed) return {Outcome::Pass, ""};
+    problem = compare_outputs(*handed, expected);
+    if (problem.empty()) problem = inputs_changed(random_inputs(group, seed), inputs);
+  } catch (const std::exception& e) {
+    problem = tools::error_text(e);
+  }
+  return problem.empty() ? CaseResult{Outcome::Pass, ""}
+                         : CaseResult{Outcome::Fail, "with outputs handed back (zn_launch_args.provided): " + problem};
 }
 
 }  // namespace
