@@ -70,7 +70,7 @@ struct CompiledCall : torch::autograd::Function<CompiledCall> {
     // The backward graph reads the saved values where the forward graph wrote them; once the
     // forward runs launch by launch for good, so does the backward.
     auto* graph = plan->backward_graph.get();
-    if (graph != nullptr && plan->forward_graph && plan->forward_graph->state().disabled) graph = nullptr;
+    if (graph != nullptr && plan->forward_graph && plan->forward_graph->disabled()) graph = nullptr;
     auto grads = run_plan(*plan->backward, graph, inputs);
     // One slot per forward argument: the tensors, then the plan (no gradient).
     variable_list result(plan->inputs + 1);

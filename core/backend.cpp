@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dlpack_view.h"
 #include "core/host_api.h"
 #include "zenith/error.h"
 
@@ -85,12 +86,7 @@ void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, 
   }
   auto status = take_status(api_->launch(context_, &args));
   if (status.code != ZN_STATUS_OK) {
-    if (provided != nullptr) {
-      for (auto*& managed : *provided) {
-        if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
-        managed = nullptr;
-      }
-    }
+    if (provided != nullptr) release_dlpack(*provided);
     raise(*this, "launch a kernel", status);
   }
 }

@@ -128,6 +128,13 @@ DLManagedTensor* lend_dlpack(at::Tensor tensor) {
   return &lent->managed;
 }
 
+void release_dlpack(std::vector<DLManagedTensor*>& handed) {
+  for (auto*& managed : handed) {
+    if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+    managed = nullptr;
+  }
+}
+
 at::Tensor adopt_dlpack(DLManagedTensor* managed) {
   auto release = [managed](void*) {
     if (managed->deleter != nullptr) managed->deleter(managed);

@@ -1,6 +1,8 @@
 // Borrowed DLPack views of ATen tensors and back, for tensors crossing the plugin ABI.
 #pragma once
 
+#include <vector>
+
 #include <ATen/core/Tensor.h>
 
 #include "core/tensor_type.h"
@@ -24,6 +26,10 @@ DLTensor describe_dlpack(const ir::TensorType& type);
 /// Hands `tensor` over the ABI with ownership (zn_launch_args.provided): the receiver calls the
 /// result's deleter when done, which drops this reference.
 DLManagedTensor* lend_dlpack(at::Tensor tensor);
+
+/// Calls the deleter of every tensor still in `handed` and clears the entries: what a kernel handed
+/// back (zn_launch_args.provided) and nothing adopted, on an error path.
+void release_dlpack(std::vector<DLManagedTensor*>& handed);
 
 /// Takes ownership of a tensor handed over by lend_dlpack or any DLPack producer: the ATen tensor
 /// calls its deleter when its memory is freed. Throws zenith::Error (after calling the deleter) for

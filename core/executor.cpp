@@ -66,9 +66,7 @@ void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
     }
   } catch (...) {
     // What the kernel handed back and nothing adopted yet is freed before the error goes up.
-    for (auto* rest : provided) {
-      if (rest != nullptr && rest->deleter != nullptr) rest->deleter(rest);
-    }
+    release_dlpack(provided);
     throw;
   }
 }

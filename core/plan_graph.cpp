@@ -87,10 +87,7 @@ class CudaPlanGraph final : public PlanGraph {
     return capture_and_replay(inputs);
   }
 
-  PlanGraphState state() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {graph_ != nullptr, disabled_, reason_};
-  }
+  bool disabled() const override { return disabled_; }
 
  private:
   // Why the held graph cannot serve `inputs`, or empty.
@@ -288,7 +285,7 @@ class CudaPlanGraph final : public PlanGraph {
   std::int64_t calls_ = 0;
   int captures_ = 0;
   int moved_calls_ = 0;
-  bool disabled_ = false;
+  std::atomic<bool> disabled_{false};  // read without the lock by the backward's caller
   std::string reason_;
 };
 

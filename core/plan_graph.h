@@ -30,13 +30,6 @@ struct PlanGraphCounters {
   std::atomic<std::int64_t> failures{0};       ///< plans whose capture failed (they run launch by launch)
 };
 
-/// How one graphed plan stands, for logs and tests.
-struct PlanGraphState {
-  bool captured = false;     ///< a graph is held and replays serve calls
-  bool disabled = false;     ///< graphs are off for this plan for good
-  std::string reason;        ///< why disabled, or why the last call did not replay
-};
-
 /// A plan and its CUDA graph. Thread-safe: calls are serialized.
 class PlanGraph {
  public:
@@ -49,8 +42,9 @@ class PlanGraph {
   /// them before it overwrites them.
   virtual std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) = 0;
 
-  /// Where the graph stands.
-  virtual PlanGraphState state() const = 0;
+  /// Graphs are off for this plan for good (a failed capture, inputs that keep moving): every call
+  /// runs launch by launch.
+  virtual bool disabled() const = 0;
 };
 
 /// Empty when `plan` can be replayed as a CUDA graph in this build, else why not: every kernel

@@ -33,20 +33,23 @@ std::string group_json(const ir::Graph& graph) {
   return ir::to_json(ir::extract_group(graph, all, graph.consumers()).graph, ir::GraphKind::Group).dump();
 }
 
+std::vector<DLTensor> views_of(const std::vector<at::Tensor>& tensors) {
+  std::vector<DLTensor> views;
+  for (const auto& t : tensors) views.push_back(borrow_dlpack(t));
+  return views;
+}
+
 // Runs a whole graph as one group on the CPU plugin, outputs poisoned first.
 std::vector<at::Tensor> launch(const ir::Graph& graph, const std::vector<at::Tensor>& inputs) {
   auto kernel = cpu().compile(group_json(graph));
-  std::vector<DLTensor> in, out;
   std::vector<at::Tensor> results;
-  for (const auto& t : inputs) in.push_back(borrow_dlpack(t));
   for (int id : graph.outputs) {
     const auto& type = graph.value(id).type;
     // Poison: a kernel that leaves an output unwritten cannot pass.
     double poison = at::isFloatingType(type.dtype) ? std::nan("") : -12345.0;
     results.push_back(at::full(type.sizes, poison, at::TensorOptions().dtype(type.dtype)));
   }
-  for (const auto& t : results) out.push_back(borrow_dlpack(t));
-  cpu().launch(*kernel, in, out, nullptr);
+  cpu().launch(*kernel, views_of(inputs), views_of(results), nullptr);
   return results;
 }
 
@@ -129,11 +132,10 @@ std::vector<at::Tensor> launch_provided(const ir::Graph& graph, const std::vecto
   auto kernel = cpu().compile(group_json(graph), "{}", &outcome);
   EXPECT_TRUE(outcome.provides_outputs);
   EXPECT_TRUE(kernel->provides_outputs());
-  std::vector<DLTensor> in, out;
-  for (const auto& t : inputs) in.push_back(borrow_dlpack(t));
+  std::vector<DLTensor> out;
   for (int id : graph.outputs) out.push_back(describe_dlpack(graph.value(id).type));  // the plugin's to give
   std::vector<DLManagedTensor*> provided(out.size(), nullptr);
-  cpu().launch(*kernel, in, out, nullptr, &provided);
+  cpu().launch(*kernel, views_of(inputs), out, nullptr, &provided);
   std::vector<at::Tensor> results;
   for (std::size_t o = 0; o < provided.size(); ++o) {
     EXPECT_NE(provided[o], nullptr) << "output " << o;

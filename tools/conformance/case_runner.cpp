@@ -89,9 +89,7 @@ std::optional<std::vector<at::Tensor>> run_handing_back(const Backend& backend, 
       if (provided[o] != nullptr) adopted[o] = adopt_dlpack(std::exchange(provided[o], nullptr));
     }
   } catch (...) {
-    for (auto* rest : provided) {
-      if (rest != nullptr && rest->deleter != nullptr) rest->deleter(rest);
-    }
+    release_dlpack(provided);
     throw;
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {
