@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "capture/engine.h"
+#include "capture/torchscript_forward.h"
 #include "core/log.h"
 #include "zenith/compile.h"
 
@@ -93,6 +94,7 @@ CompiledModule<c10::IValue(std::vector<c10::IValue>)> compile(torch::jit::Module
   detail::ModuleAccess access;
   access.arity = static_cast<int>(schema.arguments().size()) - 1;  // without self
   access.forward = [module](const std::vector<c10::IValue>& args) mutable { return module.forward(args); };
+  access.trace_forward = capture::unfused_forward(module);
   access.state = [module]() {
     std::vector<std::pair<std::string, at::Tensor>> state;
     for (const auto& item : module.named_parameters(true)) state.emplace_back(item.name, item.value);

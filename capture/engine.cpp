@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capture/backward_capture.h"
+#include "capture/unseen_data.h"
 #include "capture/dynamic_dims.h"
 #include "capture/training_function.h"
 #include "capture/tracer_capture.h"
@@ -260,6 +261,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     throw Error(fmt::format("{}: forward raised while Zenith captured it: {}. {}. The compiled module is still usable.",
                             options_.name, what, context));
   }
+  if (capture.unsupported.empty()) capture.unsupported = capture::find_unseen_data(access_, args, state, capture);
   report.capture_ms = ms_since(start);
   auto entry = std::make_shared<Entry>();
   auto finish_report = [&] {

@@ -73,7 +73,7 @@ Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c1
     // among the non-tensor arguments.
     std::vector<c10::IValue> call_args = args;
     for (std::size_t k = 0; k < tensor_args; ++k) call_args[capture.tensor_arg_positions[k]] = inputs[k];
-    return {access.forward(call_args)};
+    return {access.trace_forward ? access.trace_forward(call_args) : access.forward(call_args)};
   };
   DataReadDetector data_reads;
   auto [tracing_state, outputs] = torch::jit::tracer::trace(

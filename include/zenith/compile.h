@@ -42,6 +42,10 @@ struct ModuleAccess {
   std::function<bool()> is_training;
   /// Number of arguments forward takes, or -1 when the C++ type system already enforces it.
   int arity = -1;
+  /// Runs the forward for the tracer when that must differ from `forward`, or empty (use
+  /// `forward`). A TorchScript module's graph executor may run parts of its graph as fused kernels
+  /// the tracer cannot see; this runs every op through the dispatcher instead.
+  std::function<c10::IValue(const std::vector<c10::IValue>&)> trace_forward = nullptr;
 };
 
 class Engine;
