@@ -146,10 +146,11 @@ class ProgramBuilder {
     return finish();
   }
 
-  /// The draft's inputs made again on `device`, from the same values and with the same layouts.
-  std::vector<at::Tensor> inputs_on(c10::Device device) const {
+  /// The draft's inputs of draw `draw` (0: `inputs`, then `fresh_inputs`) made again on `device`,
+  /// from the same values and with the same layouts.
+  std::vector<at::Tensor> inputs_on(c10::Device device, std::size_t draw) const {
     std::vector<at::Tensor> inputs;
-    for (std::size_t k = 0; k < inputs_.size(); ++k) inputs.push_back(view_of(inputs_[k], bases_[k].to(device)));
+    for (std::size_t k = 0; k < inputs_.size(); ++k) inputs.push_back(view_of(inputs_[k], bases_[draw][k].to(device)));
     return inputs;
   }
 
@@ -830,10 +831,17 @@ class ProgramBuilder {
     program.seed = seed_;
     program.dtype = dtype_;
     program.has_reduction = has_reduction_;
+    // Draw 0 first, so that a seed's `inputs` are what they were before fresh draws existed.
     auto generator = at::make_generator<at::CPUGeneratorImpl>(rng_());
-    for (const auto& spec : inputs_) {
-      bases_.push_back(make_base(spec, generator));
-      program.inputs.push_back(view_of(spec, bases_.back()));
+    bases_.resize(1 + kFreshInputDraws);
+    for (std::size_t draw = 0; draw < bases_.size(); ++draw) {
+      std::vector<at::Tensor> inputs;
+      for (const auto& spec : inputs_) {
+        bases_[draw].push_back(make_base(spec, generator));
+        inputs.push_back(view_of(spec, bases_[draw].back()));
+      }
+      if (draw == 0) program.inputs = std::move(inputs);
+      else program.fresh_inputs.push_back(std::move(inputs));
     }
 
     std::vector<int> input_ids;
@@ -874,7 +882,7 @@ class ProgramBuilder {
   Shape shape_;
   std::vector<ValueInfo> values_;
   std::vector<InputSpec> inputs_;
-  std::vector<at::Tensor> bases_;
+  std::vector<std::vector<at::Tensor>> bases_;  // per draw of the inputs, per input
   std::vector<Step> steps_;
   std::vector<std::string> lines_;
   std::vector<int> outputs_;
@@ -887,12 +895,12 @@ double conditioning_bound(c10::ScalarType dtype) {
   return dtype == at::kHalf ? 5e-3 : dtype == at::kBFloat16 ? 2e-2 : 2e-6;
 }
 
-// Why eager in the program's dtype is too far from float64 on the CPU, or empty.
-std::string ill_conditioned(const RandomProgram& program) {
+// Why eager in the program's dtype is too far from float64 on the CPU on these inputs, or empty.
+std::string ill_conditioned(const RandomProgram& program, const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> wide;
-  for (const auto& input : program.inputs) wide.push_back(input.to(at::kDouble));
+  for (const auto& input : inputs) wide.push_back(input.to(at::kDouble));
   const auto exact = program.run(wide);
-  const auto eager = program.run(program.inputs);
+  const auto eager = program.run(inputs);
   for (std::size_t i = 0; i < exact.size(); ++i) {
     const double error = relative_error(eager[i].to(at::kDouble), exact[i]);
     // Written so that NaN (a non-finite output) counts as too far.
@@ -901,6 +909,16 @@ std::string ill_conditioned(const RandomProgram& program) {
     }
   }
   return "";
+}
+
+// The same, for every draw of the program's inputs.
+std::string ill_conditioned(const RandomProgram& program) {
+  auto why = ill_conditioned(program, program.inputs);
+  for (std::size_t draw = 0; why.empty() && draw < program.fresh_inputs.size(); ++draw) {
+    why = ill_conditioned(program, program.fresh_inputs[draw]);
+    if (!why.empty()) why += " on fresh draw " + std::to_string(draw + 1) + " of the inputs";
+  }
+  return why;
 }
 
 }  // namespace
@@ -916,7 +934,9 @@ RandomProgram make_random_program(std::uint64_t seed, c10::ScalarType dtype, c10
       rejected += "\n  draw " + std::to_string(draw) + ": " + why;
       continue;
     }
-    program.inputs = builder.inputs_on(device);
+    program.inputs = builder.inputs_on(device, 0);
+    for (std::size_t draw = 0; draw < program.fresh_inputs.size(); ++draw)
+      program.fresh_inputs[draw] = builder.inputs_on(device, draw + 1);
     if (draw > 0)
       program.description += "  (draw " + std::to_string(draw) + " of this seed; earlier ones were ill-conditioned)\n";
     return program;

@@ -20,6 +20,11 @@ struct RandomProgram {
   /// The inputs, in call order: fresh values of `dtype` on the requested device, some of them
   /// broadcasting against the others and some not contiguous (transposed or sliced views).
   std::vector<at::Tensor> inputs;
+  /// Further draws of the inputs, kFreshInputDraws of them, each like `inputs` (dtype, sizes,
+  /// strides, device, value ranges) with other values. A compiled program is called on `inputs`
+  /// first (its capture) and then on each of these (its plan), and every call is compared with
+  /// eager on the same values: a plan that replayed values captured at trace time fails.
+  std::vector<std::vector<at::Tensor>> fresh_inputs;
   /// Runs the program eagerly on tensors like `inputs` and returns its 1 to 3 outputs.
   std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> run;
   /// The inputs (dtype, sizes, layout, value range) and the ops, one per line, then the outputs:
@@ -29,15 +34,18 @@ struct RandomProgram {
   bool has_reduction = false;
 };
 
+/// Draws of fresh inputs per program, besides `inputs`.
+constexpr std::size_t kFreshInputDraws = 2;
+
 /// Most inputs a program takes, so that callers can dispatch to fixed-arity callables.
 constexpr std::size_t kMaxRandomProgramInputs = 8;
 
-/// The program of `seed`, well conditioned: on the CPU, every output of eager in `dtype` is within
-/// 2e-6 (float32), 5e-3 (float16) or 2e-2 (bfloat16) of eager in float64, relative to its largest
-/// magnitude. A draft that is not (cancellation, say x*x - x*x, or an output made only of tiny
-/// tails) is redrawn from the same seed's stream: there eager's own rounding is what a comparison
-/// with eager would measure, and a kernel that rounds less could never match it at a fixed
-/// tolerance. Well conditioned, a kernel that keeps intermediates in float32 stays within about
+/// The program of `seed`, well conditioned on every draw of its inputs: on the CPU, every output of
+/// eager in `dtype` is within 2e-6 (float32), 5e-3 (float16) or 2e-2 (bfloat16) of eager in
+/// float64, relative to its largest magnitude. A draft that is not (cancellation, say x*x - x*x,
+/// or an output made only of tiny tails) is redrawn from the same seed's stream: there eager's own
+/// rounding is what a comparison with eager would measure, and a kernel that rounds less could
+/// never match it at a fixed tolerance. Well conditioned, a kernel that keeps intermediates in float32 stays within about
 /// that bound of eager, plus the rounding of its stores.
 ///
 /// The same seed gives the same ops, shapes and input values on every machine and standard

@@ -213,14 +213,18 @@ class CublasLtMatmulGpu : public ::testing::Test {
     return out;
   }
 
-  // Runs `form`'s program at `size` and compares with eager.
+  // Runs `form`'s program at `size` on two draws of fresh operands and compares each with eager:
+  // the second launch of a problem must compute too, not repeat the first.
   void check(const Form& form, const MatmulProgram& program, c10::ScalarType dtype, const Size& size) const {
-    auto inputs = form.operands(size, at::TensorOptions().dtype(dtype).device(torch::kCUDA));
-    auto want = form.eager(inputs);
-    auto got = run(program, inputs, want.sizes());
-    if (want.numel() == 0) return;
-    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, size.k, form.epilogue))
-        << form.name << " " << c10::toString(dtype) << " M=" << size.m << " N=" << size.n << " K=" << size.k;
+    for (int draw = 0; draw < 2; ++draw) {
+      auto inputs = form.operands(size, at::TensorOptions().dtype(dtype).device(torch::kCUDA));
+      auto want = form.eager(inputs);
+      auto got = run(program, inputs, want.sizes());
+      if (want.numel() == 0) return;
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, size.k, form.epilogue))
+          << form.name << " " << c10::toString(dtype) << " M=" << size.m << " N=" << size.n << " K=" << size.k
+          << ", draw " << draw;
+    }
   }
 
   std::unique_ptr<CublasLtMatmul> matmul_;
@@ -254,8 +258,10 @@ TEST_F(CublasLtMatmulGpu, OneProgramEverySequenceLengthAndCachedAlgorithms) {
   EXPECT_LE(relative_error(run(program, inputs, want.sizes()).to(at::kFloat), want), tol);
   const auto after_first = matmul_->cached_algorithms();
   EXPECT_GE(after_first, 1u);
-  // The same launch again: the cached algorithm, no heuristic query.
-  EXPECT_LE(relative_error(run(program, inputs, want.sizes()).to(at::kFloat), want), tol);
+  // The same problem again, on fresh operands: the cached algorithm, no heuristic query.
+  auto fresh = form.operands(size, at::TensorOptions().dtype(at::kHalf).device(torch::kCUDA));
+  auto fresh_want = form.eager(fresh).to(at::kFloat);
+  EXPECT_LE(relative_error(run(program, fresh, fresh_want.sizes()).to(at::kFloat), fresh_want), tol);
   EXPECT_EQ(matmul_->cached_algorithms(), after_first);
   // A new sequence length, the same program: one more problem. Fresh tensors from the caching
   // allocator start on 512-byte block boundaries, so only the sizes differ, not the alignments.
@@ -291,11 +297,13 @@ TEST_F(CublasLtMatmulGpu, MisalignedOperands) {
       for (auto s : sizes) count *= s;
       return torch::randn({count + 1}, options).narrow(0, 1, count).view(sizes);
     };
-    Tensors inputs{shifted({n}), shifted({m, k}), shifted({k, n})};
-    auto want = form.eager(inputs);
-    auto got = run(program, inputs, want.sizes());
-    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, k, form.epilogue))
-        << c10::toString(dtype);
+    for (int draw = 0; draw < 2; ++draw) {  // two draws of fresh operands, misaligned alike
+      Tensors inputs{shifted({n}), shifted({m, k}), shifted({k, n})};
+      auto want = form.eager(inputs);
+      auto got = run(program, inputs, want.sizes());
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, k, form.epilogue))
+          << c10::toString(dtype) << ", draw " << draw;
+    }
   }
 }
 

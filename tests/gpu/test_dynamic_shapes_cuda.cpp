@@ -2,7 +2,8 @@
 // lengths compiles no kernel and recaptures nothing, every output matching eager; and a symbolic
 // plan built with 32-bit kernels, asked for more than 2^31 elements, compiles their 64-bit versions
 // instead of overflowing. Timing (latency linear in the length, no stalls) is measured by
-// examples/dynamic_shapes on the GPU machine, never here. Labelled `gpu`.
+// examples/dynamic_shapes on the GPU machine, never here. Labelled `gpu`. Every size is called
+// twice, on fresh values each time, and both calls are compared with eager.
 //
 // Tolerances, as max |zenith - eager| / max |eager| (tests/common_relative_error.h): float32 1e-4
 // and float16 2e-2, the model zoo's on CUDA and for the same reasons (tests/gpu/test_zoo_cuda.cpp:
@@ -24,6 +25,8 @@ namespace zenith {
 namespace {
 
 using testing::relative_error;
+
+constexpr int kCallsPerSize = 2;
 
 CompileOptions strict(const std::string& name) {
   CompileOptions options;
@@ -56,14 +59,17 @@ TEST(DynamicShapesCuda, HundredRandomLengthsCompileNothingAfterTheFirst) {
   model->to(torch::kCUDA);
   auto fast = compile(model, strict("linear-relu"));
   const auto options = torch::TensorOptions().device(torch::kCUDA);
-  for (std::int64_t warm : {300, 517}) fast(torch::randn({32, warm, 1024}, options));
+  auto expect_computed = [&](std::int64_t length) {
+    for (int call = 0; call < kCallsPerSize; ++call) {
+      auto x = torch::randn({32, length, 1024}, options);
+      ASSERT_LE(relative_error(fast(x), model->forward(x)), 1e-4) << "length " << length << ", call " << call;
+    }
+  };
+  for (std::int64_t warm : {300, 517}) expect_computed(warm);
   const auto warmed = fast.stats();
   ASSERT_EQ(warmed.symbolic_plans, 1) << fast.report().to_string();
   ASSERT_GT(warmed.kernels_compiled + fast.report().groups_without_compile, 0);
-  for (auto length : random_lengths(100, 100, 1000, 62)) {
-    auto x = torch::randn({32, length, 1024}, options);
-    ASSERT_LE(relative_error(fast(x), model->forward(x)), 1e-4) << "length " << length;
-  }
+  for (auto length : random_lengths(100, 100, 1000, 62)) expect_computed(length);
   const auto swept = fast.stats();
   EXPECT_EQ(swept.kernels_compiled, warmed.kernels_compiled) << "no compile after the first lengths";
   EXPECT_EQ(swept.recaptures, warmed.recaptures) << fast.report().static_reason;
@@ -81,20 +87,21 @@ TEST(DynamicShapesCuda, BertBaseSequenceSweepInHalfPrecision) {
   model->to(torch::kCUDA, torch::kHalf);
   auto fast = compile(model, strict("bert-base"));
   const auto tokens = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA);
-  auto call = [&](std::int64_t length) {
-    auto ids = torch::randint(config.vocab_size, {2, length}, tokens);
-    auto mask = torch::ones({2, length}, tokens);
-    mask.index_put_({1, torch::indexing::Slice(length / 3)}, 0);
-    return std::make_tuple(fast(ids, mask), model->forward(ids, mask));
+  // Fresh tokens and a padding that moves with the call, at every call.
+  auto expect_computed = [&](std::int64_t length) {
+    for (int call = 0; call < kCallsPerSize; ++call) {
+      auto ids = torch::randint(config.vocab_size, {2, length}, tokens);
+      auto mask = torch::ones({2, length}, tokens);
+      mask.index_put_({1, torch::indexing::Slice(length / 3 + call)}, 0);
+      auto got = fast(ids, mask), want = model->forward(ids, mask);
+      ASSERT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), 2e-2) << "length " << length << ", call " << call;
+    }
   };
-  call(128);
-  call(200);
+  expect_computed(128);
+  expect_computed(200);
   const auto warmed = fast.stats();
   ASSERT_EQ(warmed.symbolic_plans, 1) << fast.report().static_reason;
-  for (auto length : random_lengths(20, 8, 512, 64)) {
-    auto [got, want] = call(length);
-    ASSERT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), 2e-2) << "length " << length;
-  }
+  for (auto length : random_lengths(20, 8, 512, 64)) expect_computed(length);
   const auto swept = fast.stats();
   EXPECT_EQ(swept.kernels_compiled, warmed.kernels_compiled);
   EXPECT_EQ(swept.recaptures, warmed.recaptures);
@@ -120,19 +127,27 @@ TEST(DynamicShapesCuda, AnInstancePastTwoToThe31GetsSixtyFourBitKernels) {
   options.dynamic_dims = {{0, 0}};
   auto fast = compile(&chain, options);
   const auto bf16 = torch::TensorOptions().dtype(at::kBFloat16).device(torch::kCUDA);
-  fast(torch::randn({std::int64_t{1} << 20}, bf16));
-  ASSERT_EQ(fast.stats().symbolic_plans, 1) << fast.report().static_reason;
-  auto x = torch::randn({kHugeElements}, bf16);
-  auto got = fast(x);
-  EXPECT_EQ(fast.stats().recaptures, 0);
-  EXPECT_EQ(fast.stats().instantiations, 1);
-  const std::int64_t boundary = std::int64_t{1} << 31;
-  for (std::int64_t start : {std::int64_t{0}, boundary - 2048, kHugeElements - 4096}) {
-    auto want = chain(x.narrow(0, start, 4096));
-    EXPECT_LE(relative_error(got.narrow(0, start, 4096).to(at::kFloat), want.to(at::kFloat)), 4e-2) << "at " << start;
+  for (int call = 0; call < kCallsPerSize; ++call) {
+    auto small = torch::randn({std::int64_t{1} << 20}, bf16);
+    EXPECT_LE(relative_error(fast(small).to(at::kFloat), chain(small).to(at::kFloat)), 4e-2) << "2^20, call " << call;
   }
-  auto sample = x.slice(0, 0, kHugeElements, 999983);
-  EXPECT_LE(relative_error(got.slice(0, 0, kHugeElements, 999983).to(at::kFloat), chain(sample).to(at::kFloat)), 4e-2);
+  ASSERT_EQ(fast.stats().symbolic_plans, 1) << fast.report().static_reason;
+  // Two calls at the huge size (the instance, then its replay on fresh values), one at a time.
+  for (int call = 0; call < kCallsPerSize; ++call) {
+    auto x = torch::randn({kHugeElements}, bf16);
+    auto got = fast(x);
+    EXPECT_EQ(fast.stats().recaptures, 0);
+    EXPECT_EQ(fast.stats().instantiations, 1);
+    const std::int64_t boundary = std::int64_t{1} << 31;
+    for (std::int64_t start : {std::int64_t{0}, boundary - 2048, kHugeElements - 4096}) {
+      auto want = chain(x.narrow(0, start, 4096));
+      EXPECT_LE(relative_error(got.narrow(0, start, 4096).to(at::kFloat), want.to(at::kFloat)), 4e-2)
+          << "at " << start << ", call " << call;
+    }
+    auto sample = x.slice(0, 0, kHugeElements, 999983);
+    EXPECT_LE(relative_error(got.slice(0, 0, kHugeElements, 999983).to(at::kFloat), chain(sample).to(at::kFloat)), 4e-2)
+        << "call " << call;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The JIT CUDA backend on the GPU: every fusible elementwise op against eager in float32, float16
 // and bfloat16 at sizes 1 to 2^20 on contiguous, transposed, sliced and misaligned inputs, fused
 // chains with broadcast operands, matrix products with their cuBLASLt epilogue, and the kernel
-// cache across sizes. Labelled `gpu`.
+// cache across sizes. Labelled `gpu`. Every signature is called on fresh values after its capture
+// (kCallsPerSignature calls), each compared with eager on the same values.
 //
 // Tolerances: float32 kernels evaluate in float32 like eager, so they agree to 1e-5 relative to
 // the largest value. float16 and bfloat16 kernels keep intermediates in float32 and round once at
@@ -14,12 +15,16 @@
 
 #include <torch/torch.h>
 
+#include "common/fresh_inputs.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
 namespace zenith {
 namespace {
 
+using testing::call_name;
+using testing::fresh_like;
+using testing::kCallsPerSignature;
 using testing::relative_error;
 
 double tolerance(c10::ScalarType dtype) {
@@ -46,13 +51,14 @@ TEST_F(JitCuda, FusedChainAcrossDtypesAndSizes) {
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     for (std::int64_t n : {1LL, 7LL, 128LL, 4097LL, 1LL << 20}) {
       auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-      auto x = torch::randn({n}, options), a = torch::randn({n}, options);
-      auto b = torch::randn({n}, options), c = torch::randn({n}, options);
       auto fast = compile(&chain, strict());
-      fast(x, a, b, c);
-      auto got = fast(x, a, b, c);
-      EXPECT_LE(relative_error(got.to(at::kFloat), chain(x, a, b, c).to(at::kFloat)), tolerance(dtype))
-          << c10::toString(dtype) << " n=" << n;
+      for (int call = 0; call < kCallsPerSignature; ++call) {
+        auto x = torch::randn({n}, options), a = torch::randn({n}, options);
+        auto b = torch::randn({n}, options), c = torch::randn({n}, options);
+        auto got = fast(x, a, b, c);
+        EXPECT_LE(relative_error(got.to(at::kFloat), chain(x, a, b, c).to(at::kFloat)), tolerance(dtype))
+            << c10::toString(dtype) << " n=" << n << ", " << call_name(call);
+      }
       auto report = fast.report();
       ASSERT_EQ(report.nodes_per_backend.count("jit_cuda"), 1u) << report.to_string();
       EXPECT_EQ(report.nodes_per_backend.at("jit_cuda"), 4);
@@ -70,13 +76,15 @@ TEST_F(JitCuda, LayoutsBroadcastsAndMisalignment) {
       {"sliced", base.slice(1, 1, 129)},
       {"misaligned by one element", base.flatten().narrow(0, 1, 257 * 128).view({257, 128})},
   };
-  for (const auto& [what, x] : inputs) {
-    auto row = torch::randn({x.size(1)}, options);            // broadcast over rows
-    auto scalar = torch::randn({}, options);                  // 0-d
+  for (const auto& [what, first] : inputs) {
     auto fn = [](at::Tensor x, at::Tensor row, at::Tensor s) { return torch::sigmoid(x * s + row) - x; };
     auto fast = compile(fn, strict());
-    fast(x, row, scalar);
-    EXPECT_LE(relative_error(fast(x, row, scalar), fn(x, row, scalar)), 1e-5) << what;
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto x = call == 0 ? first : fresh_like(first);  // the same view of a storage of its own
+      auto row = torch::randn({x.size(1)}, options);   // broadcast over rows
+      auto scalar = torch::randn({}, options);         // 0-d
+      EXPECT_LE(relative_error(fast(x, row, scalar), fn(x, row, scalar)), 1e-5) << what << ", " << call_name(call);
+    }
     EXPECT_EQ(fast.report().nodes_per_backend.at("jit_cuda"), 4) << what;
   }
 }
@@ -88,16 +96,17 @@ TEST_F(JitCuda, ChannelsLastRunsInMemoryOrder) {
   torch::NoGradGuard no_grad;
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     auto options = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
-    auto x = torch::randn({3, 24, 13, 11}, options).contiguous(at::MemoryFormat::ChannelsLast);
-    auto scale = torch::randn({24, 1, 1}, options);
     auto fn = [](at::Tensor x, at::Tensor scale) { return torch::relu(x * scale + x); };
     auto fast = compile(fn, strict());
-    fast(x, scale);
-    auto got = fast(x, scale);
-    auto want = fn(x, scale);
-    EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast)) << c10::toString(dtype);
-    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), dtype == at::kFloat ? 1e-6 : 1e-2)
-        << c10::toString(dtype);
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto x = torch::randn({3, 24, 13, 11}, options).contiguous(at::MemoryFormat::ChannelsLast);
+      auto scale = torch::randn({24, 1, 1}, options);
+      auto got = fast(x, scale);
+      auto want = fn(x, scale);
+      EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast)) << c10::toString(dtype) << ", " << call_name(call);
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), dtype == at::kFloat ? 1e-6 : 1e-2)
+          << c10::toString(dtype) << ", " << call_name(call);
+    }
     EXPECT_EQ(fast.report().nodes_per_backend.at("jit_cuda"), 3) << c10::toString(dtype);
   }
 }
@@ -145,10 +154,11 @@ TEST_F(JitCuda, EveryFusibleOpAcrossDtypesSizesAndLayouts) {
       auto fast = compile(fn, strict());  // one module; every size and layout is a signature of its own
       for (std::int64_t n : {1LL, 7LL, 128LL, 4097LL, 1LL << 20}) {
         for (const char* layout : {"contiguous", "transposed", "sliced", "misaligned"}) {
-          auto x = laid_out(layout, n, options) * 1.5;  // exp stays inside float16
-          fast(x);
-          EXPECT_LE(relative_error(fast(x).to(at::kFloat), fn(x).to(at::kFloat)), tolerance(dtype))
-              << name << " " << c10::toString(dtype) << " n=" << n << " " << layout;
+          for (int call = 0; call < kCallsPerSignature; ++call) {
+            auto x = laid_out(layout, n, options) * 1.5;  // exp stays inside float16
+            EXPECT_LE(relative_error(fast(x).to(at::kFloat), fn(x).to(at::kFloat)), tolerance(dtype))
+                << name << " " << c10::toString(dtype) << " n=" << n << " " << layout << ", " << call_name(call);
+          }
           EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
         }
       }
@@ -161,7 +171,7 @@ TEST_F(JitCuda, DiscontinuousOpsSeeWhatEagerSees) {
   // Comparisons and floor read float16 intermediates rounded as eager stores them, a bool sum stays
   // a bool, a bool compared with 0.5 is compared in float, and NaN passes hard activations. A wrong
   // choice flips a selection and moves the result by its own size.
-  auto x = torch::randn({4, 1000}, torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA)) * 3;
+  auto draw = [] { return torch::randn({4, 1000}, torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA)) * 3; };
   std::vector<std::pair<std::string, std::function<at::Tensor(at::Tensor)>>> ops = {
       {"compare a half intermediate", [](at::Tensor t) { return torch::where((t * 0.1) > 0.1, t, -t); }},
       {"floor a half intermediate", [](at::Tensor t) { return torch::floor(t * 0.7) + t; }},
@@ -177,8 +187,10 @@ TEST_F(JitCuda, DiscontinuousOpsSeeWhatEagerSees) {
   };
   for (const auto& [name, fn] : ops) {
     auto fast = compile(fn, strict());
-    fast(x);
-    EXPECT_LE(relative_error(fast(x).to(at::kFloat), fn(x).to(at::kFloat)), 1e-2) << name;
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto x = draw();
+      EXPECT_LE(relative_error(fast(x).to(at::kFloat), fn(x).to(at::kFloat)), 1e-2) << name << ", " << call_name(call);
+    }
     EXPECT_GE(fast.report().nodes_per_backend.count("jit_cuda"), 1u) << name;
   }
 }
@@ -191,12 +203,13 @@ TEST_F(JitCuda, AnIntermediateOfASmallerShapeIsStoredOnce) {
     return std::make_tuple(torch::relu(x + t), t);
   };
   auto fast = compile(fn, strict());
-  auto x = torch::randn({16, 7, 8}, torch::kCUDA), v = torch::randn({1, 7, 8}, torch::kCUDA);
-  fast(x, v);
-  auto [y, t] = fast(x, v);
-  auto [y_eager, t_eager] = fn(x, v);
-  EXPECT_LE(relative_error(y, y_eager), 1e-5);
-  EXPECT_LE(relative_error(t, t_eager), 1e-5);
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto x = torch::randn({16, 7, 8}, torch::kCUDA), v = torch::randn({1, 7, 8}, torch::kCUDA);
+    auto [y, t] = fast(x, v);
+    auto [y_eager, t_eager] = fn(x, v);
+    EXPECT_LE(relative_error(y, y_eager), 1e-5) << call_name(call);
+    EXPECT_LE(relative_error(t, t_eager), 1e-5) << call_name(call);
+  }
   EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
 }
 
@@ -205,18 +218,20 @@ TEST_F(JitCuda, MatrixProductsWithTheirEpilogueAreOneCublasLtCall) {
   // Tolerances as in test_cublaslt_matmul.cpp: float32 products in another summation order (K=256).
   auto linear_relu = [](at::Tensor x, at::Tensor w, at::Tensor b) { return torch::relu(torch::linear(x, w, b)); };
   auto mm_bias_gelu = [](at::Tensor x, at::Tensor w, at::Tensor b) { return torch::gelu(torch::mm(x, w.t()) + b, "tanh"); };
-  auto x = torch::randn({77, 256}, torch::kCUDA), w = torch::randn({96, 256}, torch::kCUDA) * 0.1;
-  auto b = torch::randn({96}, torch::kCUDA);
   for (const auto& fn : {std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>(linear_relu),
                          std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>(mm_bias_gelu)}) {
     auto fast = compile(fn, strict());
-    fast(x, w, b);
-    EXPECT_LE(relative_error(fast(x, w, b), fn(x, w, b)), 2e-4);
-    auto report = fast.report();
-    EXPECT_EQ(report.groups, 1) << report.to_string();
-    EXPECT_EQ(report.nodes_per_backend.count("torch_gpu"), 0u) << report.to_string();
-    auto taller = torch::randn({300, 256}, torch::kCUDA);  // another row count: the same program
-    EXPECT_LE(relative_error(fast(taller, w, b), fn(taller, w, b)), 2e-4);
+    // 77 rows, then another row count (the same program); each on fresh values at every call.
+    for (std::int64_t rows : {77, 300}) {
+      for (int call = 0; call < kCallsPerSignature; ++call) {
+        auto x = torch::randn({rows, 256}, torch::kCUDA), w = torch::randn({96, 256}, torch::kCUDA) * 0.1;
+        auto b = torch::randn({96}, torch::kCUDA);
+        EXPECT_LE(relative_error(fast(x, w, b), fn(x, w, b)), 2e-4) << rows << " rows, " << call_name(call);
+      }
+      auto report = fast.report();
+      EXPECT_EQ(report.groups, 1) << report.to_string();
+      EXPECT_EQ(report.nodes_per_backend.count("torch_gpu"), 0u) << report.to_string();
+    }
   }
 }
 
@@ -224,10 +239,15 @@ TEST_F(JitCuda, ANewSizeReusesTheKernelFromTheCache) {
   torch::NoGradGuard no_grad;
   auto fn = [](at::Tensor x) { return torch::tanh(x * 0.25 + 1.0) * x; };
   auto fast = compile(fn, strict());
-  fast(torch::randn({32, 100, 64}, torch::kCUDA));
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto x = torch::randn({32, 100, 64}, torch::kCUDA);
+    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << "length 100, " << call_name(call);
+  }
   for (std::int64_t length : {101, 257, 999}) {
-    auto x = torch::randn({32, length, 64}, torch::kCUDA);
-    EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5);
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto x = torch::randn({32, length, 64}, torch::kCUDA);
+      EXPECT_LE(relative_error(fast(x), fn(x)), 1e-5) << "length " << length << ", " << call_name(call);
+    }
     auto report = fast.report();
     EXPECT_EQ(report.kernels_compiled, 0) << "length " << length << ": " << report.to_string();
     EXPECT_EQ(report.kernel_cache_hits, 1) << "length " << length;

@@ -1,6 +1,8 @@
 // Seeded random programs of fusible ops (tests/common/random_program.h), compiled with fallback
 // off and run on the GPU against eager: shapes, broadcasts, layouts, DAGs with shared values and
 // several outputs, and row reductions with prologues and epilogues that nobody wrote by hand.
+// Each program is called on three draws of its inputs (one signature): the capture, then the plan
+// on fresh values, every call against eager on the same values.
 // Labelled `gpu`. Built a second time with ZENITH_RANDOM_PROGRAMS_ON_CPU as a CPU test for CI:
 // there the CPU plugin runs the groups, which checks fusion and partitioning (convex groups, step
 // order) on the same programs. A failure names the seed, the dtype and the whole program, with the call that
@@ -71,9 +73,17 @@ double tolerance(const RandomProgram& program) {
   }
 }
 
+// The program's input draws in call order: `inputs` (the capture), then the fresh draws (the plan).
+std::vector<std::vector<at::Tensor>> draws_of(const RandomProgram& program) {
+  std::vector<std::vector<at::Tensor>> draws = {program.inputs};
+  draws.insert(draws.end(), program.fresh_inputs.begin(), program.fresh_inputs.end());
+  return draws;
+}
+
 struct CompiledRun {
-  std::vector<at::Tensor> outputs;
+  std::vector<std::vector<at::Tensor>> outputs;  // per call, in the order of draws_of
   CompileReport report;
+  CacheStats stats;
 };
 
 template <std::size_t>
@@ -88,11 +98,35 @@ CompiledRun run_compiled(const RandomProgram& program, std::index_sequence<I...>
   CompileOptions options;
   options.fallback_to_eager = false;
   auto fast = compile(forward, options);
-  fast(program.inputs[I]...);  // the first call of a signature returns the trace's own eager result
+  // One signature, called on every draw: the capture, then the plan on fresh values.
   CompiledRun result;
-  result.outputs = fast(program.inputs[I]...);
+  for (const auto& inputs : draws_of(program)) result.outputs.push_back(fast(inputs[I]...));
   result.report = fast.report();
+  result.stats = fast.stats();
   return result;
+}
+
+// What differs between one call's outputs and eager's on the same inputs, or empty; `worst`
+// keeps the largest error / tolerance.
+std::string compare_call(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want, double tol,
+                         double& worst) {
+  if (got.size() != want.size()) return "number of outputs differs from eager\n";
+  std::string problems;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (got[i].sizes() != want[i].sizes() || got[i].scalar_type() != want[i].scalar_type()) {
+      problems += "output " + std::to_string(i) + ": " + c10::toString(got[i].scalar_type()) +
+                  c10::str(got[i].sizes()) + ", eager " + c10::toString(want[i].scalar_type()) +
+                  c10::str(want[i].sizes()) + "\n";
+      continue;
+    }
+    const double error = relative_error(got[i].to(at::kFloat), want[i].to(at::kFloat));
+    worst = std::max(worst, error / tol);
+    if (!(error <= tol)) {  // NaN fails too
+      problems += "output " + std::to_string(i) + ": error " + std::to_string(error) + " > tolerance " +
+                  std::to_string(tol) + "\n";
+    }
+  }
+  return problems;
 }
 
 template <std::size_t N = 1>
@@ -137,27 +171,23 @@ TEST(RandomFusion, SeededProgramsMatchEager) {
       ADD_FAILURE() << where << program.description << error.what();
       continue;
     }
-    const auto want = program.run(program.inputs);
     const double tol = tolerance(program);
-    bool failed = got.outputs.size() != want.size();
-    std::string problems = failed ? "number of outputs differs from eager\n" : "";
-    for (std::size_t i = 0; !failed && i < want.size(); ++i) {
-      if (got.outputs[i].sizes() != want[i].sizes() || got.outputs[i].scalar_type() != want[i].scalar_type()) {
-        failed = true;
-        problems += "output " + std::to_string(i) + ": " + c10::toString(got.outputs[i].scalar_type()) +
-                    c10::str(got.outputs[i].sizes()) + ", eager " + c10::toString(want[i].scalar_type()) +
-                    c10::str(want[i].sizes()) + "\n";
-        continue;
-      }
-      const double error = relative_error(got.outputs[i].to(at::kFloat), want[i].to(at::kFloat));
-      auto& w = worst[c10::toString(dtype)];
-      w = std::max(w, error / tol);
-      if (!(error <= tol)) {  // NaN fails too
-        failed = true;
-        problems += "output " + std::to_string(i) + ": error " + std::to_string(error) + " > tolerance " +
-                    std::to_string(tol) + "\n";
+    const auto draws = draws_of(program);
+    std::string problems;
+    for (std::size_t call = 0; call < draws.size(); ++call) {
+      auto differences = compare_call(got.outputs[call], program.run(draws[call]), tol, worst[c10::toString(dtype)]);
+      if (!differences.empty()) {
+        problems += (call == 0 ? "call 0 (the capture, on `inputs`):\n"
+                               : "call " + std::to_string(call) + " (the plan, on fresh draw " +
+                                     std::to_string(call) + " of the inputs):\n") +
+                    differences;
       }
     }
+    if (got.stats.misses != 1 || got.stats.hits != static_cast<std::int64_t>(draws.size()) - 1) {
+      problems += "expected one capture and " + std::to_string(draws.size() - 1) + " plan calls, got " +
+                  std::to_string(got.stats.misses) + " misses and " + std::to_string(got.stats.hits) + " hits\n";
+    }
+    bool failed = !problems.empty();
 
     const auto& report = got.report;
     const std::int64_t fused = fused_groups(report);

@@ -23,8 +23,9 @@
 //             units. Scaling the float16 bound by 8 would give 16e-2, too close to what a wrong
 //             kernel gives to tell the two apart; the outputs here are normalized and of order one,
 //             so most differences fall well below the largest value.
-// Each model is called twice: the first call of a signature returns the trace's own eager result,
-// so only the second one runs the compiled plan.
+// Each signature is called kCallsPerSignature times on fresh inputs, each call against eager on
+// the same inputs: the first call returns the trace's own eager result, the later ones run the
+// compiled plan on values the capture never saw (a plan must compute, not remember).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -43,12 +44,16 @@
 #include "models/cnn.h"
 #include "models/llama.h"
 #include "models/mlp.h"
+#include "common/fresh_inputs.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
 namespace zenith {
 namespace {
 
+using testing::call_name;
+using testing::fresh_like;
+using testing::kCallsPerSignature;
 using testing::relative_error;
 
 double tolerance(c10::ScalarType dtype) {
@@ -105,9 +110,10 @@ TEST_P(ZooCuda, Mlp) {
   models::Mlp model(config);
   model->to(device(), dtype());
   auto fast = compile(model, strict("mlp"));
-  auto x = on_device(torch::randn({16, config.in}));
-  fast(x);
-  expect_close(fast(x), model->forward(x), dtype(), "mlp");
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto x = on_device(torch::randn({16, config.in}));
+    expect_close(fast(x), model->forward(x), dtype(), "mlp, " + call_name(call));
+  }
   expect_jit_plan(fast);
 }
 
@@ -118,9 +124,10 @@ TEST_P(ZooCuda, Cnn) {
   model->eval();
   model->to(device(), dtype());
   auto fast = compile(model, strict("cnn"));
-  auto x = on_device(torch::randn({2, config.in_channels, config.image_size, config.image_size}));
-  fast(x);
-  expect_close(fast(x), model->forward(x), dtype(), "cnn");
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto x = on_device(torch::randn({2, config.in_channels, config.image_size, config.image_size}));
+    expect_close(fast(x), model->forward(x), dtype(), "cnn, " + call_name(call));
+  }
   expect_jit_plan(fast);
 }
 
@@ -131,12 +138,14 @@ TEST_P(ZooCuda, BertWithPadding) {
   model->eval();
   model->to(device(), dtype());
   auto fast = compile(model, strict("bert"));
-  auto ids = on_device(torch::randint(config.vocab_size, {2, 24}, torch::kLong));
-  auto mask = torch::ones({2, 24}, torch::kLong);
-  mask.index_put_({0, torch::indexing::Slice(17)}, 0);  // the additive mask's fill value must survive fusion
-  mask = on_device(mask);
-  fast(ids, mask);
-  expect_close(fast(ids, mask), model->forward(ids, mask), dtype(), "bert");
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto ids = on_device(torch::randint(config.vocab_size, {2, 24}, torch::kLong));
+    auto mask = torch::ones({2, 24}, torch::kLong);
+    // The additive mask's fill value must survive fusion; the padding moves with the call.
+    mask.index_put_({0, torch::indexing::Slice(17 + call)}, 0);
+    mask = on_device(mask);
+    expect_close(fast(ids, mask), model->forward(ids, mask), dtype(), "bert, " + call_name(call));
+  }
   expect_jit_plan(fast);
 }
 
@@ -148,21 +157,28 @@ TEST_P(ZooCuda, LlamaPromptThenOneDecodeStep) {
   model->to(device(), dtype());
   auto fast = compile(model, strict("llama"));
   auto [k0, v0] = models::empty_cache(config, 2, torch::TensorOptions().dtype(dtype()).device(device()));
-  auto prompt = on_device(torch::randint(config.vocab_size, {2, 9}, torch::kLong));  // tokens stay int64
-  fast(prompt, k0, v0);
-  auto [logits, k, v] = fast(prompt, k0, v0);
-  auto [e_logits, e_k, e_v] = model->forward(prompt, k0, v0);
-  expect_close(logits, e_logits, dtype(), "prompt logits");
-  expect_close(k, e_k, dtype(), "prompt keys");
-  expect_close(v, e_v, dtype(), "prompt values");
+  at::Tensor k, v, e_k, e_v;
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto prompt = on_device(torch::randint(config.vocab_size, {2, 9}, torch::kLong));  // tokens stay int64
+    auto [logits, k1, v1] = fast(prompt, k0, v0);
+    auto [e_logits, e_k1, e_v1] = model->forward(prompt, k0, v0);
+    expect_close(logits, e_logits, dtype(), "prompt logits, " + call_name(call));
+    expect_close(k1, e_k1, dtype(), "prompt keys, " + call_name(call));
+    expect_close(v1, e_v1, dtype(), "prompt values, " + call_name(call));
+    k = k1, v = v1, e_k = e_k1, e_v = e_v1;
+  }
   expect_jit_plan(fast);
-  // A decode step reads a non-empty cache: another signature, with a cache of Zenith's own making.
-  auto token = on_device(torch::randint(config.vocab_size, {2, 1}, torch::kLong));
-  fast(token, k, v);
-  auto [step_logits, step_k, step_v] = fast(token, k, v);
-  auto [e_step_logits, e_step_k, e_step_v] = model->forward(token, e_k, e_v);
-  expect_close(step_logits, e_step_logits, dtype(), "decode logits");
-  expect_close(step_k, e_step_k, dtype(), "decode keys");
+  // A decode step reads a non-empty cache: another signature, first with a cache of Zenith's own
+  // making (eager reads eager's), then with fresh tokens and fresh cache values of its layout.
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto token = on_device(torch::randint(config.vocab_size, {2, 1}, torch::kLong));
+    auto cache_k = call == 0 ? k : fresh_like(k), cache_v = call == 0 ? v : fresh_like(v);
+    auto eager_k = call == 0 ? e_k : cache_k, eager_v = call == 0 ? e_v : cache_v;
+    auto [step_logits, step_k, step_v] = fast(token, cache_k, cache_v);
+    auto [e_step_logits, e_step_k, e_step_v] = model->forward(token, eager_k, eager_v);
+    expect_close(step_logits, e_step_logits, dtype(), "decode logits, " + call_name(call));
+    expect_close(step_k, e_step_k, dtype(), "decode keys, " + call_name(call));
+  }
   expect_jit_plan(fast);
 }
 
@@ -180,7 +196,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, ZooCuda, ::testing::Values(at::kFloat, at::kHal
 // path. The eager reference is computed a chunk at a time, so the checks need the input, Zenith's
 // output and one chunk's temporaries (about 13 GB). The first call runs eager on the whole tensor
 // while tracing it, holding the input and three results of its size (about 17 GB): hence a 24 GiB
-// threshold. Tolerance: a single chain's, as in test_jit_cuda (one rounding at the store against
+// threshold. The first call's input is another draw than the second's, and is dropped before the
+// second is drawn: the plan must compute on values the capture never saw. Tolerance: a single chain's, as in test_jit_cuda (one rounding at the store against
 // eager's one per op, at most a unit or two of bfloat16 relative to the largest value).
 
 constexpr std::int64_t kHugeElements = (std::int64_t{1} << 31) + 4099;
@@ -202,12 +219,24 @@ TEST(ZooCudaBeyondInt32, FusedChainOverMoreThanTwoToThe31Elements) {
   }
   torch::NoGradGuard no_grad;
   torch::manual_seed(37);
-  auto x = torch::randn({kHugeElements}, torch::TensorOptions().dtype(at::kBFloat16).device(torch::kCUDA));
+  const auto bf16 = torch::TensorOptions().dtype(at::kBFloat16).device(torch::kCUDA);
   CompileOptions options;
   options.name = "huge";
   options.fallback_to_eager = false;
   auto fast = compile(&huge_chain, options);
-  fast(x);  // the trace's own eager result, dropped at once
+  {
+    // The capture, on a draw of its own: the trace's own eager result, checked at both ends and
+    // dropped with its input at once.
+    auto first = torch::randn({kHugeElements}, bf16);
+    auto captured = fast(first);
+    for (std::int64_t start : {std::int64_t{0}, kHugeElements - 4096}) {
+      EXPECT_LE(relative_error(captured.narrow(0, start, 4096).to(at::kFloat),
+                               huge_chain(first.narrow(0, start, 4096)).to(at::kFloat)),
+                kChainTolerance)
+          << "the capture, at " << start;
+    }
+  }
+  auto x = torch::randn({kHugeElements}, bf16);
   auto got = fast(x);
   auto report = fast.report();
   EXPECT_EQ(report.groups, 1) << "one kernel over the whole tensor: " << report.to_string();

@@ -56,6 +56,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, torc
 
 class SafetensorsFile : public ::testing::Test {
  protected:
+  void SetUp() override { torch::manual_seed(0); }
   void TearDown() override { std::remove(path.c_str()); }
   std::string path = ::testing::TempDir() + "zenith_test_" + std::to_string(::getpid()) + ".safetensors";
 };

@@ -67,6 +67,7 @@ TEST(Mlp, ActivationMatters) {
 }
 
 TEST(Mlp, RejectsWrongFeatureSize) {
+  torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   zm::MlpConfig config = zm::MlpConfig::small();
   zm::Mlp mlp(config);
@@ -122,6 +123,7 @@ TEST(Cnn, BottleneckShapes) {
 }
 
 TEST(Cnn, ResNet50Config) {
+  torch::manual_seed(0);
   // Only the config: the full model is for GPU benchmarks.
   zm::CnnConfig c = zm::CnnConfig::resnet50();
   EXPECT_EQ(c.layers, (std::vector<int64_t>{3, 4, 6, 3}));
@@ -131,6 +133,7 @@ TEST(Cnn, ResNet50Config) {
 }
 
 TEST(Cnn, RejectsBadInput) {
+  torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   zm::CnnConfig config = zm::CnnConfig::small();
   zm::Cnn cnn(config);
@@ -182,6 +185,7 @@ TEST(Bert, PaddingInvariance) {
 }
 
 TEST(Bert, BaseConfig) {
+  torch::manual_seed(0);
   zm::BertConfig c = zm::BertConfig::base();
   EXPECT_EQ(c.vocab_size, 30522);
   EXPECT_EQ(c.hidden_size, 768);
@@ -193,6 +197,7 @@ TEST(Bert, BaseConfig) {
 }
 
 TEST(Bert, RejectsBadInput) {
+  torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   zm::BertConfig config = zm::BertConfig::small();
   zm::Bert bert(config);
@@ -309,6 +314,7 @@ TEST(Llama, Causality) {
 }
 
 TEST(Llama, RotaryPositionsStartAtCacheLength) {
+  torch::manual_seed(0);
   // The same token fed at position 0 and, after a one-token cache, at position 1. In layer 0 the key
   // before rotation is identical (it depends on the token only), so the cached keys must differ by a
   // pure rotation: different values, same norm per head. Guards against positions being counted from
@@ -332,6 +338,7 @@ TEST(Llama, RotaryPositionsStartAtCacheLength) {
 }
 
 TEST(Llama, TinyLlamaConfig) {
+  torch::manual_seed(0);
   zm::LlamaConfig c = zm::LlamaConfig::tinyllama();
   EXPECT_EQ(c.vocab_size, 32000);
   EXPECT_EQ(c.hidden_size, 2048);
@@ -346,6 +353,7 @@ TEST(Llama, TinyLlamaConfig) {
 }
 
 TEST(Llama, RejectsBadInput) {
+  torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   zm::LlamaConfig config = zm::LlamaConfig::small();
   zm::Llama model(config);

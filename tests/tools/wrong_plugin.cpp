@@ -1,7 +1,9 @@
-// A plugin that claims single-node relu, neg and exp groups and computes them wrongly: relu as abs,
-// neg not at all (its outputs stay as the host left them), and exp right into host outputs but, when
-// asked to hand its output back (ABI 1.4), hands back the input itself. The failure paths of zenith-conformance and
-// of `zenith-inspect replay` are tested against it. Its high priority makes replay choose it.
+// A plugin that claims single-node relu, neg, exp and sigmoid groups and computes them wrongly: relu
+// as abs, neg not at all (its outputs stay as the host left them), exp right into host outputs but,
+// when asked to hand its output back (ABI 1.4), hands back the input itself, and sigmoid right on a
+// kernel's first launch only: later launches repeat the first one's result, as a plan replaying
+// values captured at trace time would. The failure paths of zenith-conformance and of
+// `zenith-inspect replay` are tested against it. Its high priority makes replay choose it.
 #include <exception>
 #include <string>
 
@@ -17,6 +19,7 @@ const zn_host_api* host = nullptr;
 
 struct WrongKernel {
   std::string op;
+  at::Tensor first_result;  // sigmoid: what the first launch computed, repeated ever after
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) {
@@ -28,7 +31,7 @@ std::string claimed_op(const char* json, size_t size) {
   auto group = zenith::ir::from_json(zenith::ir::parse_json(std::string(json, size), "group"));
   if (group.nodes.size() != 1 || group.inputs.size() != 1) return "";
   const auto& op = group.nodes[0].op;
-  if (op != "aten::relu" && op != "aten::neg" && op != "aten::exp") return "";
+  if (op != "aten::relu" && op != "aten::neg" && op != "aten::exp" && op != "aten::sigmoid") return "";
   return group.value(group.inputs[0]).type.device.is_cpu() ? op : "";
 }
 
@@ -51,7 +54,7 @@ zn_status* wrong_query(void*, zn_query_args* args) {
 zn_status* wrong_compile(void*, zn_compile_args* args) {
   try {
     auto op = claimed_op(args->group_json, args->group_json_size);
-    if (op.empty()) return fail(ZN_STATUS_UNSUPPORTED, "only single relu, neg and exp nodes");
+    if (op.empty()) return fail(ZN_STATUS_UNSUPPORTED, "only single relu, neg, exp and sigmoid nodes");
     args->kernel = reinterpret_cast<zn_kernel*>(new WrongKernel{op});
     if (op == "aten::exp" && ZN_HAS_FIELD(args, zn_compile_args, provides_outputs)) args->provides_outputs = 1;
     return nullptr;
@@ -62,8 +65,12 @@ zn_status* wrong_compile(void*, zn_compile_args* args) {
 
 zn_status* wrong_launch(void*, const zn_launch_args* args) {
   if (args->num_inputs != 1 || args->num_outputs != 1) return fail(ZN_STATUS_INVALID_ARGUMENT, "one input, one output");
-  const auto* kernel = reinterpret_cast<const WrongKernel*>(args->kernel);
+  auto* kernel = reinterpret_cast<WrongKernel*>(args->kernel);
   if (kernel->op == "aten::relu") zenith::wrap_dlpack(args->outputs[0]).copy_(zenith::wrap_dlpack(args->inputs[0]).abs());
+  if (kernel->op == "aten::sigmoid") {
+    if (!kernel->first_result.defined()) kernel->first_result = zenith::wrap_dlpack(args->inputs[0]).sigmoid();
+    zenith::wrap_dlpack(args->outputs[0]).copy_(kernel->first_result);
+  }
   if (kernel->op == "aten::exp") {
     const bool asked = ZN_HAS_FIELD(args, zn_launch_args, provided) && args->provided != nullptr &&
                        args->outputs[0].data == nullptr;

@@ -1,5 +1,8 @@
 // Training through compiled modules: the zoo's gradients against eager autograd, optimizer steps,
-// train/eval plans, dropout, the eager fallback for ops without a rule, double backward.
+// train/eval plans, dropout, the eager fallback for ops without a rule, double backward. Every
+// comparison with eager draws fresh inputs at every call (the first call of a signature is its
+// capture, the later ones its compiled plan), from a generator each test seeds.
+#include <tuple>
 #include <filesystem>
 
 #include <unistd.h>
@@ -46,6 +49,7 @@ class TrainingTest : public ::testing::Test {
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
 #endif
+    torch::manual_seed(1);
   }
 };
 
@@ -107,15 +111,18 @@ struct LlamaLossImpl : torch::nn::Module {
 };
 TORCH_MODULE(LlamaLoss);
 
-// Two identical modules; each step runs both on the same inputs and compares loss and gradients.
-template <typename Module, typename... Args>
-void check_steps(Module eager, Module twin, const std::string& what, int steps, Args... args) {
+// Two identical modules; each step runs both on the same fresh inputs (`draw()`, a tuple of the
+// forward's arguments) and compares loss and gradients: step 0 is the capture, later steps run the
+// compiled forward and backward on values the capture never saw.
+template <typename Module, typename Draw>
+void check_steps(Module eager, Module twin, const std::string& what, int steps, Draw draw) {
   auto compiled = zenith::compile(twin, strict(what));
   for (int step = 0; step < steps; ++step) {
     eager->zero_grad();
     twin->zero_grad();
-    auto want = eager->forward(args...);
-    auto got = compiled(args...);
+    auto args = draw();
+    auto want = std::apply([&](const auto&... a) { return eager->forward(a...); }, args);
+    auto got = std::apply([&](const auto&... a) { return compiled(a...); }, args);
     want.backward();
     got.backward();
     expect_close(got.detach(), want.detach(), kRtol, kAtol, what + ": loss");
@@ -141,7 +148,9 @@ TEST_F(TrainingTest, ZooCnnWithBatchNormAndCrossEntropy) {
   auto [eager, twin] = twins<CnnLoss>(models::CnnConfig::small());
   eager->train();
   twin->train();
-  check_steps(eager, twin, "cnn", 3, on_device(torch::randn({4, 3, 32, 32})), on_device(torch::randint(10, {4})));
+  check_steps(eager, twin, "cnn", 3, [] {
+    return std::make_tuple(on_device(torch::randn({4, 3, 32, 32})), on_device(torch::randint(10, {4})));
+  });
 }
 
 TEST_F(TrainingTest, ZooBertWithDropout) {
@@ -152,11 +161,11 @@ TEST_F(TrainingTest, ZooBertWithDropout) {
   eager->train();
   twin->train();
   auto compiled = zenith::compile(twin, strict("bert"));
-  auto ids = on_device(torch::randint(config.vocab_size, {2, 8}));
   auto mask = on_device(torch::ones({2, 8}, torch::kLong));
   for (int step = 0; step < 3; ++step) {
     eager->zero_grad();
     twin->zero_grad();
+    auto ids = on_device(torch::randint(config.vocab_size, {2, 8}));  // fresh tokens every step
     torch::manual_seed(100 + step);
     auto want = eager->forward(ids, mask);
     torch::manual_seed(100 + step);
@@ -172,8 +181,10 @@ TEST_F(TrainingTest, ZooBertWithDropout) {
 TEST_F(TrainingTest, ZooLlamaWithCrossEntropy) {
   auto config = models::LlamaConfig::small();
   auto [eager, twin] = twins<LlamaLoss>(config);
-  check_steps(eager, twin, "llama", 3, on_device(torch::randint(config.vocab_size, {2, 8})),
-              on_device(torch::randint(config.vocab_size, {2, 8})));
+  check_steps(eager, twin, "llama", 3, [&] {
+    return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})),
+                           on_device(torch::randint(config.vocab_size, {2, 8})));
+  });
 }
 
 TEST_F(TrainingTest, ZooMlp) {
@@ -183,10 +194,10 @@ TEST_F(TrainingTest, ZooMlp) {
   config.out = 8;
   auto [eager, twin] = twins<models::Mlp>(config);
   auto compiled = zenith::compile(twin, strict("mlp"));
-  auto x = on_device(torch::randn({5, 16}));
   for (int step = 0; step < 3; ++step) {
     eager->zero_grad();
     twin->zero_grad();
+    auto x = on_device(torch::randn({5, 16}));
     auto w = on_device(torch::randn({5, 8}));
     (eager->forward(x) * w).sum().backward();
     (compiled(x) * w).sum().backward();
@@ -201,14 +212,19 @@ TEST_F(TrainingTest, OptimizerAndClippingSeeTheGradients) {
   auto compiled = zenith::compile(twin, strict("sgd"));
   torch::optim::SGD eager_sgd(eager->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   torch::optim::SGD twin_sgd(twin->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  auto images = on_device(torch::randn({4, 3, 32, 32}));
-  auto labels = on_device(torch::randint(10, {4}));
+  // Two batches in turn: every call after the capture runs the plan on other values than the last
+  // call's, and the loss on the first batch still shows the training. After each step the twin
+  // takes the eager weights again (in place, so the plan still reads the live tensors): two
+  // independent trajectories drift apart from one rounding difference (the batch-norm CNN
+  // memorizes its batches), and the comparison is of one step at the same weights.
+  const at::Tensor images[] = {on_device(torch::randn({4, 3, 32, 32})), on_device(torch::randn({4, 3, 32, 32}))};
+  const at::Tensor labels[] = {on_device(torch::randint(10, {4})), on_device(torch::randint(10, {4}))};
   std::vector<double> losses;
   for (int step = 0; step < 6; ++step) {
     eager_sgd.zero_grad();
     twin_sgd.zero_grad();
-    auto want = eager->forward(images, labels);
-    auto got = compiled(images, labels);
+    auto want = eager->forward(images[step % 2], labels[step % 2]);
+    auto got = compiled(images[step % 2], labels[step % 2]);
     want.backward();
     got.backward();
     const double want_norm = torch::nn::utils::clip_grad_norm_(eager->parameters(), 1.0);
@@ -218,22 +234,26 @@ TEST_F(TrainingTest, OptimizerAndClippingSeeTheGradients) {
     twin_sgd.step();
     EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-4) << "step " << step;
     losses.push_back(got.item<double>());
+    torch::NoGradGuard no_grad;
+    const auto eager_state = eager->parameters();
+    const auto twin_state = twin->parameters();
+    for (std::size_t i = 0; i < eager_state.size(); ++i) twin_state[i].copy_(eager_state[i]);
   }
-  EXPECT_LT(losses.back(), losses.front());  // the parameters the plan reads are the live ones
+  EXPECT_LT(losses[4], losses[0]);  // the first batch again: the parameters the plan reads are the live ones
   EXPECT_EQ(compiled.stats().training_calls, 5);
 }
 
 TEST_F(TrainingTest, TrainAndEvalAreSeparatePlans) {
   auto [eager, twin] = twins<CnnLoss>(models::CnnConfig::small());
   auto compiled = zenith::compile(twin, strict("modes"));
-  auto images = on_device(torch::randn({2, 3, 32, 32}));
-  auto labels = on_device(torch::randint(10, {2}));
   for (bool training : {true, false, true, false}) {
     eager->train(training);
     twin->train(training);
     for (int call = 0; call < 2; ++call) {
       eager->zero_grad();
       twin->zero_grad();
+      auto images = on_device(torch::randn({2, 3, 32, 32}));
+      auto labels = on_device(torch::randint(10, {2}));
       eager->forward(images, labels).backward();
       compiled(images, labels).backward();
       expect_same_gradients(*eager, *twin, training ? "train" : "eval");
@@ -257,19 +277,19 @@ TEST_F(TrainingTest, DropoutIsFreshEveryCallAndReproducibleWithASeed) {
   net->train();
   auto compiled = zenith::compile(net, strict("dropout"));
   auto x = on_device(torch::randn({8, 16})).requires_grad_(true);
-  compiled(x);  // capture
-  auto run = [&](int seed) {
+  compiled(on_device(torch::randn({8, 16})).requires_grad_(true));  // capture, on other values
+  auto run = [&](int seed, const at::Tensor& input) {
     torch::manual_seed(seed);
     net->zero_grad();
-    auto leaf = x.detach().clone().requires_grad_(true);
+    auto leaf = input.detach().clone().requires_grad_(true);
     auto y = compiled(leaf);
     auto w = torch::ones_like(y);
     (y * w).sum().backward();
     return std::make_tuple(y.detach(), leaf.grad(), net->linear->weight.grad().clone());
   };
-  auto [y1, gx1, gw1] = run(3);
-  auto [y2, gx2, gw2] = run(3);
-  auto [y3, gx3, gw3] = run(4);
+  auto [y1, gx1, gw1] = run(3, x);
+  auto [y2, gx2, gw2] = run(3, x);
+  auto [y3, gx3, gw3] = run(4, x);
   EXPECT_TRUE(torch::equal(y1, y2));
   EXPECT_TRUE(torch::equal(gx1, gx2));
   EXPECT_TRUE(torch::equal(gw1, gw2));
@@ -277,8 +297,17 @@ TEST_F(TrainingTest, DropoutIsFreshEveryCallAndReproducibleWithASeed) {
   // The gradient passes exactly where the output kept its value, scaled by 1 / (1 - p).
   auto kept = (y1 != 0).to(torch::kFloat);  // (a kept value of exactly 0 has probability 0)
   auto t = torch::tanh(net->linear->forward(x.detach()));
+  // 1e-5: the same float32 products and tanh, the plan's matrix product summing in its own order.
   expect_close(gx1, torch::mm(kept * 2.0 * (1 - t * t), net->linear->weight.detach()), 1e-5, 1e-6, "dropout input grad");
-  EXPECT_EQ(compiled.stats().training_calls, 3);
+  // And on fresh values: the mask and the gradient follow the new input.
+  auto fresh = on_device(torch::randn({8, 16}));
+  auto [y4, gx4, gw4] = run(3, fresh);
+  auto kept4 = (y4 != 0).to(torch::kFloat);
+  auto t4 = torch::tanh(net->linear->forward(fresh));
+  expect_close(y4, kept4 * 2.0 * t4, 1e-5, 1e-6, "dropout output, fresh input");
+  expect_close(gx4, torch::mm(kept4 * 2.0 * (1 - t4 * t4), net->linear->weight.detach()), 1e-5, 1e-6,
+               "dropout input grad, fresh input");
+  EXPECT_EQ(compiled.stats().training_calls, 4);
 }
 
 TEST_F(TrainingTest, OpWithoutRuleRunsEagerlyWithOneWarning) {
@@ -307,8 +336,8 @@ TEST_F(TrainingTest, OpWithoutRuleRunsEagerlyWithOneWarning) {
 TEST_F(TrainingTest, DoubleBackwardRaisesAClearError) {
   auto fn = [](at::Tensor x) { return (x * x * x).sum(); };
   auto compiled = zenith::compile(fn, strict("double"));
+  compiled(on_device(torch::randn({5}, torch::kDouble)).requires_grad_(true));  // the capture, other values
   auto x = on_device(torch::randn({5}, torch::kDouble)).requires_grad_(true);
-  compiled(x);
   auto y = compiled(x);
   try {
     torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
@@ -355,10 +384,10 @@ TEST_F(TrainingTest, AutocastRegionsRunEagerly) {
   config.out = 8;
   auto [eager, twin] = twins<models::Mlp>(config);
   auto compiled = zenith::compile(twin, strict("autocast"));
-  auto x = on_device(torch::randn({2, 5, 16}));
   for (int step = 0; step < 2; ++step) {
     eager->zero_grad();
     twin->zero_grad();
+    auto x = on_device(torch::randn({2, 5, 16}));
     at::autocast::set_autocast_enabled(kDevice.type(), true);
     at::autocast::set_autocast_dtype(kDevice.type(), at::kBFloat16);
     auto want = eager->forward(x).to(torch::kFloat).pow(2).mean();

@@ -31,6 +31,7 @@ class TrainingGraphs : public ::testing::Test {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
+    torch::manual_seed(3);
   }
 };
 
@@ -175,8 +176,8 @@ TEST_F(TrainingGraphs, AccumulatedGradientsHeldInGradRunLaunchByLaunch) {
   // backward must not overwrite them; it runs launch by launch and accumulates into them.
   auto [eager, twin] = twins<CnnLoss>();
   auto compiled = zenith::compile(twin, options("accumulate"));
-  Batch batch;
   for (int step = 0; step < 5; ++step) {
+    Batch batch;  // fresh values at every call of the signature
     if (step < 3) {
       eager->zero_grad();
       twin->zero_grad();
@@ -239,9 +240,10 @@ TEST_F(TrainingGraphs, ExpandedArgumentsAreNotCopiedIntoTheGraph) {
   // plan runs launch by launch.
   auto [eager, twin] = twins<CnnLoss>();
   auto compiled = zenith::compile(twin, options("expanded"));
-  auto images = torch::randn({1, 3, 32, 32}, kDevice).expand({4, 3, 32, 32});
-  auto labels = torch::randint(10, {4}, torch::TensorOptions().dtype(torch::kLong).device(kDevice));
   for (int step = 0; step < 4; ++step) {
+    // Fresh values at every call, expanded alike: the same signature.
+    auto images = torch::randn({1, 3, 32, 32}, kDevice).expand({4, 3, 32, 32});
+    auto labels = torch::randint(10, {4}, torch::TensorOptions().dtype(torch::kLong).device(kDevice));
     eager->zero_grad();
     twin->zero_grad();
     eager->forward(images, labels).backward();

@@ -1,15 +1,19 @@
 #include "graph_builders.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "capture/signature.h"
 #include "core/aten_call.h"
 #include "core/verifier.h"
 
 namespace zenith::testing {
 
+GraphBuilder::GraphBuilder() : generator_(at::make_generator<at::CPUGeneratorImpl>(/*seed_in=*/20240601)) {}
+
 int GraphBuilder::input(std::vector<std::int64_t> sizes, c10::ScalarType dtype) {
-  auto example = at::isFloatingType(dtype)      ? at::randn(sizes, at::TensorOptions().dtype(dtype))
-                 : dtype == c10::ScalarType::Bool ? at::randn(sizes) > 0
-                                                  : at::randint(0, 4, sizes, at::TensorOptions().dtype(dtype));
+  auto example = at::isFloatingType(dtype)      ? at::randn(sizes, generator_, at::TensorOptions().dtype(dtype))
+                 : dtype == c10::ScalarType::Bool ? at::randn(sizes, generator_) > 0
+                                                  : at::randint(0, 4, sizes, generator_, at::TensorOptions().dtype(dtype));
   int id = graph_.add_value(type_of(example), ir::ValueRole::Input, "x" + std::to_string(graph_.inputs.size()));
   graph_.inputs.push_back(id);
   examples_.resize(graph_.values.size());
@@ -18,7 +22,7 @@ int GraphBuilder::input(std::vector<std::int64_t> sizes, c10::ScalarType dtype) 
 }
 
 int GraphBuilder::parameter(std::vector<std::int64_t> sizes, const std::string& name) {
-  auto example = at::randn(sizes);
+  auto example = at::randn(sizes, generator_);
   int id = graph_.add_value(type_of(example), ir::ValueRole::Parameter, name);
   graph_.inputs.push_back(id);
   examples_.resize(graph_.values.size());

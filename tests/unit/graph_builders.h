@@ -1,5 +1,6 @@
 // Building IR graphs by hand in tests. Output types are found by running each op eagerly on
-// random example tensors, so hand-built graphs are always well typed.
+// random example tensors, so hand-built graphs are always well typed. The examples come from the
+// builder's own seeded generator: the same graph gets the same examples in every test and run.
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@ namespace zenith::testing {
 
 class GraphBuilder {
  public:
+  GraphBuilder();
   /// A call input of the given sizes (contiguous) and dtype.
   int input(std::vector<std::int64_t> sizes, c10::ScalarType dtype = at::kFloat);
   /// A parameter input.
@@ -33,6 +35,7 @@ class GraphBuilder {
  private:
   ir::Graph graph_;
   std::vector<at::Tensor> examples_;
+  at::Generator generator_;
 };
 
 /// Shorthands for arguments.

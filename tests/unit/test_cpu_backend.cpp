@@ -11,6 +11,7 @@
 #include "core/group.h"
 #include "core/interpreter.h"
 #include "core/plugin_loader.h"
+#include "common/fresh_inputs.h"
 #include "graph_builders.h"
 #include "zenith/error.h"
 
@@ -39,18 +40,31 @@ std::vector<DLTensor> views_of(const std::vector<at::Tensor>& tensors) {
   return views;
 }
 
-// Runs a whole graph as one group on the CPU plugin, outputs poisoned first.
-std::vector<at::Tensor> launch(const ir::Graph& graph, const std::vector<at::Tensor>& inputs) {
+// Runs a whole graph as one group on the CPU plugin, outputs poisoned first: one kernel, launched
+// on each set of inputs in turn, so that a kernel repeating its first launch's results fails.
+std::vector<std::vector<at::Tensor>> launch_each(const ir::Graph& graph,
+                                                 const std::vector<std::vector<at::Tensor>>& input_sets) {
   auto kernel = cpu().compile(group_json(graph));
-  std::vector<at::Tensor> results;
-  for (int id : graph.outputs) {
-    const auto& type = graph.value(id).type;
-    // Poison: a kernel that leaves an output unwritten cannot pass.
-    double poison = at::isFloatingType(type.dtype) ? std::nan("") : -12345.0;
-    results.push_back(at::full(type.sizes, poison, at::TensorOptions().dtype(type.dtype)));
+  std::vector<std::vector<at::Tensor>> all;
+  for (const auto& inputs : input_sets) {
+    std::vector<at::Tensor> results;
+    for (int id : graph.outputs) {
+      const auto& type = graph.value(id).type;
+      // Poison: a kernel that leaves an output unwritten cannot pass.
+      double poison = at::isFloatingType(type.dtype) ? std::nan("") : -12345.0;
+      results.push_back(at::full(type.sizes, poison, at::TensorOptions().dtype(type.dtype)));
+    }
+    cpu().launch(*kernel, views_of(inputs), views_of(results), nullptr);
+    all.push_back(std::move(results));
   }
-  cpu().launch(*kernel, views_of(inputs), views_of(results), nullptr);
-  return results;
+  return all;
+}
+
+// `inputs`, then fresh standard-normal values of the same signatures.
+std::vector<std::vector<at::Tensor>> with_fresh(const std::vector<at::Tensor>& inputs) {
+  std::vector<at::Tensor> fresh;
+  for (const auto& input : inputs) fresh.push_back(testing::fresh_like(input));
+  return {inputs, fresh};
 }
 
 TEST(CpuBackend, RunsAGroupLikeTheReferenceInterpreter) {
@@ -61,25 +75,36 @@ TEST(CpuBackend, RunsAGroupLikeTheReferenceInterpreter) {
   int sm = b.op("aten::softmax", "int", {value("self", mm), scalar("dim", -1), testing::none("dtype")});
   auto maxed = b.apply("aten::max", "dim", {value("self", sm), scalar("dim", 1), {"keepdim", false}});
   auto g = b.finish({sm, maxed[0], maxed[1]});
-  auto inputs = b.example_inputs();
-  auto want = ir::interpret(g, inputs);
-  auto got = launch(g, inputs);
-  ASSERT_EQ(got.size(), 3u);
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::allclose(got[i], want[i], 1e-6, 1e-6)) << i;
+  at::manual_seed(1);
+  const auto input_sets = with_fresh(b.example_inputs());
+  const auto launches = launch_each(g, input_sets);
+  // 1e-6: the plugin runs the interpreter's ATen kernels; mm may sum in another order.
+  for (std::size_t call = 0; call < launches.size(); ++call) {
+    auto want = ir::interpret(g, input_sets[call]);
+    const auto& got = launches[call];
+    ASSERT_EQ(got.size(), 3u);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(at::allclose(got[i], want[i], 1e-6, 1e-6)) << "launch " << call << ", output " << i;
+  }
 }
 
 TEST(CpuBackend, NonContiguousInputs) {
+  at::manual_seed(2);
   GraphBuilder b;
   int x = b.input({4, 6});
   int y = b.op("aten::sigmoid", "", {value("self", x)});
   auto g = b.finish({y});
   auto transposed = at::randn({6, 4}).t();
   g.value(x).type.strides = transposed.strides().vec();
-  auto got = launch(g, {transposed});
-  EXPECT_TRUE(at::allclose(got[0], at::sigmoid(transposed)));
+  const auto input_sets = with_fresh({transposed});
+  const auto launches = launch_each(g, input_sets);
+  for (std::size_t call = 0; call < launches.size(); ++call) {
+    EXPECT_TRUE(at::allclose(launches[call][0], at::sigmoid(input_sets[call][0]))) << "launch " << call;
+  }
 }
 
 TEST(CpuBackend, InPlaceOpWritesTheInputMemory) {
+  at::manual_seed(3);
   GraphBuilder b;
   int x = b.input({8});
   int y = b.input({8});
@@ -107,6 +132,7 @@ TEST(CpuBackend, DeclinesTensorsOnOtherDevicesWithAReason) {
 }
 
 TEST(CpuBackend, BadLaunchesAndGroupsAreErrorsNotCrashes) {
+  at::manual_seed(4);
   auto g = testing::elementwise_chain();
   auto kernel = cpu().compile(group_json(g));
   auto x = at::randn({4, 8});
@@ -151,15 +177,19 @@ TEST(CpuBackend, HandsBackOutputsInsteadOfCopying) {
   int mm = b.op("aten::mm", "", {value("self", x), value("other", w)});
   int sm = b.op("aten::softmax", "int", {value("self", mm), scalar("dim", -1), testing::none("dtype")});
   auto g = b.finish({mm, sm});
-  auto inputs = b.example_inputs();
-  auto want = ir::interpret(g, inputs);
-  auto got = launch_provided(g, inputs);
-  ASSERT_EQ(got.size(), 2u);
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::allclose(got[i], want[i], 1e-6, 1e-6)) << i;
-  EXPECT_FALSE(got[0].storage().is_alias_of(got[1].storage()));
+  at::manual_seed(5);
+  for (const auto& inputs : with_fresh(b.example_inputs())) {
+    auto want = ir::interpret(g, inputs);
+    auto got = launch_provided(g, inputs);
+    ASSERT_EQ(got.size(), 2u);
+    // 1e-6: the plugin runs the interpreter's ATen kernels; mm may sum in another order.
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::allclose(got[i], want[i], 1e-6, 1e-6)) << i;
+    EXPECT_FALSE(got[0].storage().is_alias_of(got[1].storage()));
+  }
 }
 
 TEST(CpuBackend, HandedBackViewsOfInputsAreCopies) {
+  at::manual_seed(6);
   // The output is a view of the input: handing it back as is would let a later in-place step
   // write through it into the input.
   GraphBuilder b;
@@ -174,6 +204,7 @@ TEST(CpuBackend, HandedBackViewsOfInputsAreCopies) {
 }
 
 TEST(CpuBackend, HandedBackOutputsAreLaidOutAsTheIrSays) {
+  at::manual_seed(7);
   ir::TensorType type;
   type.dtype = at::kFloat;
   type.device = at::kCPU;
@@ -194,6 +225,7 @@ TEST(CpuBackend, HandedBackOutputsAreLaidOutAsTheIrSays) {
 }
 
 TEST(CpuBackend, AskingAKernelThatCannotProvideIsAnError) {
+  at::manual_seed(8);
   // The example plugin predates ABI 1.4's provided outputs: its kernels always write host memory.
   const auto* example = load_backend(ZENITH_EXAMPLE_PLUGIN_DIR "/libzenith-backend-example.so");
   auto g = testing::elementwise_chain();

@@ -25,6 +25,7 @@ const PluginCandidate* find_candidate(const std::string& file_fragment) {
 class PluginLoader : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { backends_ = discover_backends({ZENITH_TEST_PLUGIN_DIR, ZENITH_TEST_PLUGIN_DIR "/not-a-plugin.so"}); }
+  void SetUp() override { torch::manual_seed(1); }
   static std::vector<const Backend*> backends_;
 };
 std::vector<const Backend*> PluginLoader::backends_;
@@ -81,8 +82,10 @@ TEST_F(PluginLoader, CompileWorksWithBrokenPluginsOnThePath) {
   options.plugin_paths = {ZENITH_TEST_PLUGIN_DIR};
   options.fallback_to_eager = false;
   auto fast = compile([](at::Tensor x) { return torch::relu(x) * 2; }, options);
-  auto x = torch::randn({5, 3});
-  EXPECT_TRUE(torch::equal(fast(x), torch::relu(x) * 2));
+  for (int call = 0; call < 2; ++call) {  // the capture, then the plan on fresh values
+    auto x = torch::randn({5, 3});
+    EXPECT_TRUE(torch::equal(fast(x), torch::relu(x) * 2)) << "call " << call;  // relu and * 2: exact
+  }
   EXPECT_EQ(fast.report().nodes_per_backend.at("cpu"), 2);
 }
 
@@ -112,10 +115,12 @@ TEST_F(PluginLoader, ExamplePluginRunsElementwiseOpsAndCpuTheRest) {
   options.fallback_to_eager = false;
   auto fn = [](at::Tensor x, at::Tensor y) { return torch::flip(torch::relu(x) * y + x, {-1}); };
   auto fast = compile(fn, options);
-  auto x = torch::randn({6, 9}), y = torch::randn({6, 9});
-  fast(x, y);
-  auto got = fast(x, y);
-  EXPECT_TRUE(torch::allclose(got, fn(x, y), 1e-6, 1e-6));
+  // The capture, then the plan on fresh values. relu, mul and add in float32 on the example
+  // plugin, which may contract the multiply-add into one rounding: an ulp of values of order one.
+  for (int call = 0; call < 3; ++call) {
+    auto x = torch::randn({6, 9}), y = torch::randn({6, 9});
+    EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6)) << "call " << call;
+  }
   auto report = fast.report();
   EXPECT_EQ(report.nodes_per_backend.at("example"), 3);  // relu, mul, add
   EXPECT_EQ(report.nodes_per_backend.at("cpu"), 1);      // flip

@@ -25,11 +25,26 @@ constexpr const char* kQueryFailed = "query failed: ";
 
 const tools::Tolerance kTolerance{1e-5, 1e-5};
 
+// Each case launches one compiled kernel on this many draws of its inputs: a kernel must compute
+// at every launch, and one that repeated its first launch's results would pass a single draw.
+constexpr int kDraws = 2;
+
+// The generator's seed for draw `draw` of a run with `seed`: draw 0 is `seed` itself, as it was
+// before cases had several draws; later draws are offset by the golden ratio's 64-bit fraction.
+std::uint64_t draw_seed(std::uint64_t seed, int draw) {
+  return seed + static_cast<std::uint64_t>(draw) * 0x9e3779b97f4a7c15ULL;
+}
+
 std::vector<at::Tensor> random_inputs(const ir::Graph& group, std::uint64_t seed) {
   at::manual_seed(seed);
   std::vector<at::Tensor> inputs;
   for (int id : group.inputs) inputs.push_back(tools::random_tensor(group.value(id).type));
   return inputs;
+}
+
+// " (input draw N of M)" after a problem found on a draw after the first, else nothing.
+std::string on_draw(int draw) {
+  return draw == 0 ? "" : fmt::format(" (input draw {} of {}: the kernel's later launch)", draw + 1, kDraws);
 }
 
 at::Tensor poisoned_output(const ir::TensorType& type) {
@@ -45,13 +60,12 @@ std::vector<DLTensor> views_of(const std::vector<at::Tensor>& tensors) {
   return views;
 }
 
-// Compiles and launches `group` on `backend`; returns its outputs or throws zenith::Error.
-std::vector<at::Tensor> run_on(const Backend& backend, const std::string& group_json, const ir::Graph& group,
+// Launches `kernel` (of `group`) on `backend`; returns its outputs or throws zenith::Error.
+std::vector<at::Tensor> run_on(const Backend& backend, const Kernel& kernel, const ir::Graph& group,
                                const std::vector<at::Tensor>& inputs) {
-  auto kernel = backend.compile(group_json);
   std::vector<at::Tensor> outputs;
   for (int id : group.outputs) outputs.push_back(poisoned_output(group.value(id).type));
-  backend.launch(*kernel, views_of(inputs), views_of(outputs), nullptr);
+  backend.launch(kernel, views_of(inputs), views_of(outputs), nullptr);
   return outputs;
 }
 
@@ -66,10 +80,9 @@ bool overlaps(const at::Tensor& a, const at::Tensor& b) {
 // Null when its compile did not offer that (zn_compile_args.provides_outputs). Throws
 // zenith::Error when a handed-back output has the wrong dtype, device or sizes, or shares memory
 // with an input or another output.
-std::optional<std::vector<at::Tensor>> run_handing_back(const Backend& backend, const std::string& group_json,
+std::optional<std::vector<at::Tensor>> run_handing_back(const Backend& backend, const Kernel& kernel,
                                                         const ir::Graph& group, const std::vector<at::Tensor>& inputs) {
-  auto kernel = backend.compile(group_json);
-  if (!kernel->provides_outputs()) return std::nullopt;
+  if (!kernel.provides_outputs()) return std::nullopt;
   std::vector<at::Tensor> outputs(group.outputs.size());
   std::vector<DLTensor> views;
   for (std::size_t o = 0; o < group.outputs.size(); ++o) {
@@ -82,7 +95,7 @@ std::optional<std::vector<at::Tensor>> run_handing_back(const Backend& backend, 
     }
   }
   std::vector<DLManagedTensor*> provided(views.size(), nullptr);
-  backend.launch(*kernel, views_of(inputs), views, nullptr, &provided);
+  backend.launch(kernel, views_of(inputs), views, nullptr, &provided);
   std::vector<at::Tensor> adopted(provided.size());  // all of them first: none may leak on a throw
   try {
     for (std::size_t o = 0; o < provided.size(); ++o) {
@@ -140,34 +153,52 @@ std::string inputs_changed(const std::vector<at::Tensor>& before, const std::vec
 
 CaseResult run_claimed(const Backend& plugin, const Backend& reference, const ir::Graph& group,
                        const std::string& group_json, std::uint64_t seed) {
-  std::vector<at::Tensor> expected;
+  // One kernel of each plugin, launched on every draw.
+  std::shared_ptr<Kernel> reference_kernel;
+  std::vector<std::vector<at::Tensor>> expected(kDraws);
   try {
-    expected = run_on(reference, group_json, group, random_inputs(group, seed));
+    reference_kernel = reference.compile(group_json);
+    for (int draw = 0; draw < kDraws; ++draw) {
+      expected[draw] = run_on(reference, *reference_kernel, group, random_inputs(group, draw_seed(seed, draw)));
+    }
   } catch (const std::exception& e) {
     return {Outcome::Skipped, "the reference could not run it: " + tools::error_text(e)};
   }
-  auto inputs = random_inputs(group, seed);
-  std::vector<at::Tensor> actual;
+  std::shared_ptr<Kernel> kernel;
   try {
-    actual = run_on(plugin, group_json, group, inputs);
+    kernel = plugin.compile(group_json);
   } catch (const std::exception& e) {
     return {Outcome::Fail, "claimed the group, then: " + tools::error_text(e)};
   }
-  auto problem = compare_outputs(actual, expected);
-  if (problem.empty()) problem = inputs_changed(random_inputs(group, seed), inputs);
-  if (!problem.empty()) return {Outcome::Fail, problem};
-  // Again with the outputs handed back, where the kernel offers that.
-  inputs = random_inputs(group, seed);
-  try {
-    auto handed = run_handing_back(plugin, group_json, group, inputs);
-    if (!handed) return {Outcome::Pass, ""};
-    problem = compare_outputs(*handed, expected);
-    if (problem.empty()) problem = inputs_changed(random_inputs(group, seed), inputs);
-  } catch (const std::exception& e) {
-    problem = tools::error_text(e);
+  for (int draw = 0; draw < kDraws; ++draw) {
+    auto inputs = random_inputs(group, draw_seed(seed, draw));
+    std::vector<at::Tensor> actual;
+    try {
+      actual = run_on(plugin, *kernel, group, inputs);
+    } catch (const std::exception& e) {
+      return {Outcome::Fail, "claimed the group, then: " + tools::error_text(e) + on_draw(draw)};
+    }
+    auto problem = compare_outputs(actual, expected[draw]);
+    if (problem.empty()) problem = inputs_changed(random_inputs(group, draw_seed(seed, draw)), inputs);
+    if (!problem.empty()) return {Outcome::Fail, problem + on_draw(draw)};
   }
-  return problem.empty() ? CaseResult{Outcome::Pass, ""}
-                         : CaseResult{Outcome::Fail, "with outputs handed back (zn_launch_args.provided): " + problem};
+  // Again with the outputs handed back, where the kernel offers that.
+  for (int draw = 0; draw < kDraws; ++draw) {
+    auto inputs = random_inputs(group, draw_seed(seed, draw));
+    std::string problem;
+    try {
+      auto handed = run_handing_back(plugin, *kernel, group, inputs);
+      if (!handed) return {Outcome::Pass, ""};
+      problem = compare_outputs(*handed, expected[draw]);
+      if (problem.empty()) problem = inputs_changed(random_inputs(group, draw_seed(seed, draw)), inputs);
+    } catch (const std::exception& e) {
+      problem = tools::error_text(e);
+    }
+    if (!problem.empty()) {
+      return {Outcome::Fail, "with outputs handed back (zn_launch_args.provided): " + problem + on_draw(draw)};
+    }
+  }
+  return {Outcome::Pass, ""};
 }
 
 }  // namespace

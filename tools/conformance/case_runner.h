@@ -22,10 +22,12 @@ struct CaseResult {
   std::string detail;  ///< why it failed, was declined or skipped; empty for a plain pass
 };
 
-/// Queries `plugin` with `group`; when it claims the group, compiles and launches it and the
-/// reference on the same random inputs (drawn with `seed`) and compares the outputs with
-/// atol 1e-5 + rtol 1e-5 * |ref|. The plugin's outputs are filled with NaN first, so a kernel that
-/// writes nothing fails. A declined group must also fail to compile.
+/// Queries `plugin` with `group`; when it claims the group, compiles it on the plugin and on the
+/// reference, launches both kernels on two draws of random inputs (the first drawn with `seed`,
+/// the second with a seed derived from it) and compares the outputs of each draw with
+/// atol 1e-5 + rtol 1e-5 * |ref|: a kernel must compute at every launch, not repeat its first.
+/// The plugin's outputs are filled with NaN first, so a kernel that writes nothing fails. A
+/// declined group must also fail to compile.
 CaseResult run_case(const Backend& plugin, const Backend& reference, const ir::Graph& group, std::uint64_t seed);
 
 /// The query's verdict: empty when the plugin claims the group, else why not. Sets `failed` when

@@ -22,6 +22,8 @@ const char* const kUsage = R"(usage: zenith-conformance PLUGIN.so [--reference C
 Runs PLUGIN.so through the plugin ABI on single ops (float32, several shapes, a transposed input)
 and small groups, and compares its outputs with the reference plugin's (by default
 libzenith-backend-cpu.so from the folder of libzenith) within atol 1e-5 + rtol 1e-5 * |ref|.
+Each case launches one kernel on two draws of random inputs (the first seeded with N, default 0),
+so a kernel that repeats its first launch's results fails.
 Groups the plugin declines count as skipped. Also checks that misuse of the ABI gives errors.
 exit status: 0 when nothing failed and at least one case passed, 1 otherwise, 2 when a plugin
 cannot be loaded or the command line is wrong.
