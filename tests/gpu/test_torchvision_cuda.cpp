@@ -3,12 +3,26 @@
 // does (so that TorchScript's executor has profiled and fused them), then compiled and compared
 // against eager on fresh inputs: the first compiled call (the capture) and two replays.
 //
+// Eager here is PyTorch's ATen kernels run op by op (the module's graph run by TorchScript's simple
+// executor, capture/torchscript_forward.h), which is what Zenith traces and must match. The
+// module's own forward is TorchScript's optimized execution: from its second call it runs NNC
+// fusion groups, which keep float16 intermediates in float32 and so round differently from ATen
+// (measured on the H100: 0.50 of the largest logit for MNASNet 0.5 and 1.9e-2 for EfficientNetV2-S
+// in float16, while the plan run by ATen's own kernels through the PyTorch GPU plugin matches ATen
+// op by op exactly). Zenith's fused kernels do the same as NNC's: on the H100 its float16 replays
+// differ from op-by-op eager by what NNC's do (1.8e-2 for EfficientNetV2-S, 7.9e-4 for
+// RegNetY-400MF), its capture (run op by op) by nothing. So the bound is the dtype's tolerance or
+// twice the fused gap, whichever is larger: a model whose output moves that much with the place of
+// a float16 rounding cannot hold Zenith's fusion to less. A stale value is still caught wherever
+// the output's sensitivity to the input exceeds twice that bound (the "conclusive" checks).
+//
 // Environment: ZENITH_TORCHVISION_DIR (the exporter's folder with manifest.json, required),
 // ZENITH_TORCHVISION_SHARD "i/n" (this process takes every n-th model from the i-th),
 // ZENITH_TORCHVISION_ONLY (a comma-separated list of model names to check, default all exported)
 // and ZENITH_TORCHVISION_TABLE (a markdown table of the results is appended there).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +34,7 @@
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include "capture/torchscript_forward.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
@@ -35,6 +50,8 @@ struct Outcome {
   std::string reason;
   double worst = 0;         // max over the compared calls of max|got - eager| / max|eager|
   double sensitivity = 0;   // the same measure between eager outputs of two inputs
+  double fused_gap = 0;     // the same measure between the module's own (fused) forward and eager
+  std::string per_call;     // "Zenith/fused" differences from eager, call by call
   double compile_ms = 0;
   std::string error;
 };
@@ -72,12 +89,17 @@ Outcome check_model(const nlohmann::json& entry) {
     for (int call = 0; call < 2; ++call) module.forward({fresh()});
     auto second = module.forward({fresh()}).toTensor();
     outcome.sensitivity = difference(second, first);
+    auto op_by_op = capture::unfused_forward(module);
     auto fast = compile(module);
     for (int call = 0; call < 3; ++call) {
       auto x = fresh();
-      auto want = module.forward({x}).toTensor();
+      auto want = op_by_op({x}).toTensor();
+      auto fused = module.forward({x}).toTensor();
       auto got = fast({x}).toTensor();
       outcome.worst = std::max(outcome.worst, difference(got, want));
+      outcome.fused_gap = std::max(outcome.fused_gap, difference(fused, want));
+      outcome.per_call += fmt::format("{}{:.1e}/{:.1e}", call == 0 ? "" : " ", difference(got, want),
+                                      difference(fused, want));
       if (call == 0) {
         auto report = fast.report();
         outcome.nodes = report.nodes_captured;
@@ -117,7 +139,7 @@ TEST(TorchvisionCuda, CompiledClassifiersMatchEagerOnFreshInputs) {
       continue;
     }
     auto outcome = check_model(entry);
-    const double bound = tolerance(entry.at("dtype"));
+    const double bound = std::max(tolerance(entry.at("dtype")), 2 * outcome.fused_gap);
     ++checked;
     EXPECT_TRUE(outcome.error.empty()) << outcome.model << ": " << outcome.error;
     EXPECT_LE(outcome.worst, bound) << outcome.model << " differs from eager on fresh inputs";
@@ -125,13 +147,14 @@ TEST(TorchvisionCuda, CompiledClassifiersMatchEagerOnFreshInputs) {
     // random-weight network whose logits hardly depend on the input), this model proves nothing.
     const bool conclusive = outcome.sensitivity > 2 * bound;
     conclusive_count += conclusive;
-    table << fmt::format("| {} | {} | {} | {:.2e} | {:.2e}{} | {:.0f} | {} |\n", outcome.model, outcome.nodes,
+    table << fmt::format("| {} | {} | {} | {:.2e} | {:.2e}{} | {:.2e} | {:.0f} | {} |\n", outcome.model, outcome.nodes,
                          outcome.eager ? "eager" : "compiled", outcome.worst, outcome.sensitivity,
-                         conclusive ? "" : " (inconclusive)", outcome.compile_ms,
+                         conclusive ? "" : " (inconclusive)", outcome.fused_gap, outcome.compile_ms,
                          outcome.error.empty() ? outcome.reason.substr(0, 160) : "ERROR " + outcome.error.substr(0, 160));
-    std::printf("%s: %lld nodes, %s, worst %.2e, sensitivity %.2e, %.0f ms%s%s\n", outcome.model.c_str(),
-                static_cast<long long>(outcome.nodes), outcome.eager ? "eager" : "compiled", outcome.worst,
-                outcome.sensitivity, outcome.compile_ms, outcome.reason.empty() ? "" : "; ", outcome.reason.c_str());
+    std::printf("%s: %lld nodes, %s, worst %.2e, sensitivity %.2e, fused gap %.2e (Zenith/fused per call: %s), "
+                "%.0f ms%s%s\n",
+                outcome.model.c_str(), static_cast<long long>(outcome.nodes), outcome.eager ? "eager" : "compiled",
+                outcome.worst, outcome.sensitivity, outcome.fused_gap, outcome.per_call.c_str(), outcome.compile_ms, outcome.reason.empty() ? "" : "; ", outcome.reason.c_str());
     std::fflush(stdout);
   }
   EXPECT_GT(checked, 0);
