@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/jit/ir/constants.h>
 
-#include "capture/signature.h"
+#include "core/tensor_type.h"
 #include "zenith/error.h"
 
 namespace zenith::capture {

@@ -68,3 +68,17 @@ c10::ScalarType dtype_from_name(const std::string& name) {
 }
 
 }  // namespace zenith::ir
+
+namespace zenith {
+
+ir::TensorType type_of(const at::Tensor& tensor) {
+  ir::TensorType type;
+  type.dtype = tensor.scalar_type();
+  type.sizes = tensor.sizes().vec();
+  type.strides = tensor.strides().vec();
+  type.device = tensor.device();
+  type.requires_grad = tensor.requires_grad();
+  return type;
+}
+
+}  // namespace zenith

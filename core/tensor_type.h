@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
@@ -34,3 +35,10 @@ std::string dtype_name(c10::ScalarType dtype);
 c10::ScalarType dtype_from_name(const std::string& name);
 
 }  // namespace zenith::ir
+
+namespace zenith {
+
+/// The exact type of a tensor: its dtype, sizes, strides, device and requires_grad.
+ir::TensorType type_of(const at::Tensor& tensor);
+
+}  // namespace zenith

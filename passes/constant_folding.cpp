@@ -1,6 +1,6 @@
 #include "passes/constant_folding.h"
 
-#include "capture/signature.h"
+#include "core/tensor_type.h"
 #include "core/aten_call.h"
 #include "core/log.h"
 #include "passes/effects.h"

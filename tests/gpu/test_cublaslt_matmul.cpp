@@ -25,7 +25,7 @@
 #include <torch/torch.h>
 
 #include "backends/cuda/cublaslt_matmul.h"
-#include "capture/signature.h"
+#include "runtime/signature.h"
 #include "common_relative_error.h"
 #include "core/dlpack_view.h"
 #include "unit/graph_builders.h"

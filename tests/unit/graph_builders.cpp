@@ -2,7 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "capture/signature.h"
+#include "runtime/signature.h"
 #include "core/aten_call.h"
 #include "core/verifier.h"
 

@@ -5,8 +5,8 @@
 #include <ATen/ATen.h>
 
 #include "core/dlpack_view.h"
-#include "core/executor.h"
-#include "core/plan_graph.h"
+#include "runtime/executor.h"
+#include "runtime/plan_graph.h"
 #include "core/graph_json.h"
 #include "core/group.h"
 #include "core/interpreter.h"

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/dump.h"
-#include "core/executor.h"
+#include "runtime/executor.h"
 #include "core/interpreter.h"
 #include "core/plugin_loader.h"
 #include "models/bert.h"

@@ -6,7 +6,7 @@
 #include <set>
 #include <random>
 
-#include "capture/size_polynomial.h"
+#include "runtime/size_polynomial.h"
 
 namespace zenith::capture {
 namespace {

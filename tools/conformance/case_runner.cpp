@@ -13,7 +13,7 @@
 #include "common/random_tensors.h"
 #include "common/tensor_compare.h"
 #include "core/dlpack_view.h"
-#include "core/executor.h"
+#include "runtime/executor.h"
 #include "core/graph_json.h"
 #include "zenith/error.h"
 

@@ -5,7 +5,7 @@
 #include "common/random_tensors.h"
 #include "core/aten_call.h"
 
-#include "capture/signature.h"
+#include "runtime/signature.h"
 
 namespace zenith::conformance {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "common/random_tensors.h"
 #include "common/tensor_compare.h"
-#include "core/executor.h"
+#include "runtime/executor.h"
 #include "core/interpreter.h"
 #include "core/plugin_loader.h"
 #include "passes/lowering.h"

@@ -1,4 +1,4 @@
-#include "capture/signature.h"
+#include "runtime/signature.h"
 
 #include <ATen/core/grad_mode.h>
 #include <c10/util/hash.h>
@@ -22,16 +22,6 @@ std::size_t hash_type(std::size_t seed, const ir::TensorType& type) {
 std::string describe_arg(const ArgSignature& arg) { return arg.is_tensor ? arg.tensor.to_string() : arg.scalar; }
 
 }  // namespace
-
-ir::TensorType type_of(const at::Tensor& tensor) {
-  ir::TensorType type;
-  type.dtype = tensor.scalar_type();
-  type.sizes = tensor.sizes().vec();
-  type.strides = tensor.strides().vec();
-  type.device = tensor.device();
-  type.requires_grad = tensor.requires_grad();
-  return type;
-}
 
 bool ArgSignature::operator==(const ArgSignature& other) const {
   return is_tensor == other.is_tensor && (is_tensor ? tensor == other.tensor : scalar == other.scalar);

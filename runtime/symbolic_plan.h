@@ -9,9 +9,9 @@
 #include <variant>
 #include <vector>
 
-#include "capture/plan_slots.h"
-#include "capture/signature.h"
-#include "capture/size_polynomial.h"
+#include "runtime/plan_slots.h"
+#include "runtime/signature.h"
+#include "runtime/size_polynomial.h"
 #include "core/plan.h"
 #include "zenith/options.h"
 

@@ -1,4 +1,4 @@
-#include "capture/symbolic_plan.h"
+#include "runtime/symbolic_plan.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Built when LibTorch has no CUDA: no plan can be replayed as a CUDA graph.
-#include "core/plan_graph.h"
+#include "runtime/plan_graph.h"
 
 namespace zenith {
 

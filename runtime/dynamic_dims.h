@@ -7,7 +7,7 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "capture/signature.h"
+#include "runtime/signature.h"
 #include "zenith/options.h"
 
 namespace zenith::capture {

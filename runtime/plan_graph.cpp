@@ -1,5 +1,5 @@
 // Built when LibTorch has CUDA; plan_graph_unavailable.cpp stands in otherwise.
-#include "core/plan_graph.h"
+#include "runtime/plan_graph.h"
 
 #include <mutex>
 #include <optional>
@@ -14,7 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <fmt/format.h>
 
-#include "core/executor.h"
+#include "runtime/executor.h"
 #include "core/log.h"
 
 namespace zenith {

@@ -1,4 +1,4 @@
-#include "capture/engine.h"
+#include "runtime/engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,11 +13,11 @@
 
 #include "capture/backward_capture.h"
 #include "capture/unseen_data.h"
-#include "capture/dynamic_dims.h"
-#include "capture/training_function.h"
+#include "runtime/dynamic_dims.h"
+#include "runtime/training_function.h"
 #include "capture/tracer_capture.h"
 #include "core/dump.h"
-#include "core/executor.h"
+#include "runtime/executor.h"
 #include "core/log.h"
 #include "core/plugin_loader.h"
 #include "passes/autodiff/backward_graph.h"

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "capture/plan_cache.h"
-#include "capture/signature.h"
-#include "capture/symbolic_plan.h"
+#include "runtime/plan_cache.h"
+#include "runtime/signature.h"
+#include "runtime/symbolic_plan.h"
 #include "capture/tracer_capture.h"
 #include "core/backend.h"
 #include "core/plan.h"
-#include "core/plan_graph.h"
+#include "runtime/plan_graph.h"
 #include "zenith/compile.h"
 
 namespace zenith::detail {

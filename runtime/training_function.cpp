@@ -1,12 +1,12 @@
-#include "capture/training_function.h"
+#include "runtime/training_function.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "core/executor.h"
-#include "core/plan_graph.h"
+#include "runtime/executor.h"
+#include "runtime/plan_graph.h"
 #include "zenith/error.h"
 
 namespace zenith::capture {

@@ -1,4 +1,4 @@
-#include "capture/size_polynomial.h"
+#include "runtime/size_polynomial.h"
 
 namespace zenith::capture {
 

@@ -40,9 +40,6 @@ struct Signature {
 /// a bool, an integer nor a double.
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training);
 
-/// The exact type of a tensor.
-ir::TensorType type_of(const at::Tensor& tensor);
-
 struct SignatureHash {
   std::size_t operator()(const Signature& signature) const { return signature.hash; }
 };

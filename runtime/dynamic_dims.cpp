@@ -1,4 +1,4 @@
-#include "capture/dynamic_dims.h"
+#include "runtime/dynamic_dims.h"
 
 #include <algorithm>
 #include <numeric>

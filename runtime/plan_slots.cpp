@@ -1,4 +1,4 @@
-#include "capture/plan_slots.h"
+#include "runtime/plan_slots.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "capture/engine.h"
+#include "runtime/engine.h"
 #include "capture/torchscript_forward.h"
 #include "core/log.h"
 #include "zenith/compile.h"

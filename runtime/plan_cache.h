@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "capture/signature.h"
+#include "runtime/signature.h"
 
 namespace zenith {
 
