@@ -12,6 +12,7 @@
 
 #include "capture/torchscript_import.h"
 #include "core/interpreter.h"
+#include "core/exception_message.h"
 #include "core/op_schema.h"
 #include "passes/effects.h"
 #include "passes/autodiff/derivative_rules.h"
@@ -294,9 +295,7 @@ BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at:
         std::move(trace_inputs), differentiate, [](const at::Tensor&) { return std::string(); },
         /*strict=*/false, /*force_outplace=*/false));
   } catch (const std::exception& error) {
-    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-    result.unsupported = fmt::format("a derivative rule failed: {}",
-                                     torch_error ? torch_error->what_without_backtrace() : error.what());
+    result.unsupported = fmt::format("a derivative rule failed: {}", message_of(error));
     return result;
   }
   auto graph = state->graph;

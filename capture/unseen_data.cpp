@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "core/exception_message.h"
 #include "core/op_schema.h"
 #include "passes/effects.h"
 
@@ -236,10 +237,9 @@ std::string find_unseen_data(const detail::ModuleAccess& access, const std::vect
     try {
       second = capture_forward(access, perturbed, state);
     } catch (const std::exception& error) {
-      const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
       return fmt::format("its trace holds {} tensor constants, and the forward raised when run again on perturbed "
                          "arguments to check that they are constants: {}",
-                         capture.graph.constants.size(), torch_error ? torch_error->what_without_backtrace() : error.what());
+                         capture.graph.constants.size(), message_of(error));
     }
   }
   if (!second->unsupported.empty()) return "with perturbed argument values: " + second->unsupported;

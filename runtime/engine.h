@@ -1,5 +1,8 @@
 // The engine behind a CompiledModule: signature -> plan cache -> capture, passes, lowering ->
-// execution, with eager fallback, verification and dumps.
+// execution, with eager fallback, verification and dumps. One class, its members defined by
+// concept: the call path (engine.cpp), compiling a signature (compile_signature.cpp), symbolic
+// plans (symbolic_fitting.cpp), training plans (training_plan.cpp), verification
+// (verification.cpp).
 #pragma once
 
 #include <list>
@@ -10,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/plan_cache.h"
-#include "runtime/signature.h"
-#include "runtime/symbolic_plan.h"
 #include "capture/tracer_capture.h"
 #include "core/backend.h"
 #include "core/plan.h"
+#include "runtime/plan_cache.h"
 #include "runtime/plan_graph.h"
+#include "runtime/signature.h"
+#include "runtime/symbolic_plan.h"
 #include "zenith/compile.h"
 
 namespace zenith::detail {

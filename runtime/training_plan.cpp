@@ -1,0 +1,103 @@
+// A training signature's plans: the forward differentiated by the derivative rules, both
+// directions optimized and lowered, and their CUDA graphs.
+#include "runtime/engine.h"
+
+#include <algorithm>
+
+#include "capture/backward_capture.h"
+#include "core/log.h"
+#include "passes/autodiff/backward_graph.h"
+#include "passes/autodiff/channels_last.h"
+#include "passes/autodiff/training_rewrite.h"
+#include "runtime/call_tensors.h"
+#include "runtime/elapsed.h"
+
+namespace zenith::detail {
+
+Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c10::IValue>& args, const State& state,
+                                            CompileReport& report) {
+  auto start = Clock::now();
+  auto inputs = call_tensors(args, state);
+  std::vector<bool> requires_grad;
+  for (const auto& tensor : inputs) requires_grad.push_back(tensor.requires_grad());
+  const bool relaid = options_.channels_last && autodiff::convolutions_channels_last(graph);
+  auto provisional = autodiff::rewrite_for_training(graph);
+  auto values = capture::forward_values(graph, inputs);
+  for (int id : provisional) {
+    auto type = type_of(values.at(id));
+    type.requires_grad = false;
+    graph.value(id).type = type;
+  }
+  // Channels-last copies changed the layout of what follows them; the run says what it became.
+  if (relaid) {
+    for (std::size_t id = 0; id < values.size(); ++id) {
+      if (values[id].defined() && graph.values[id]) graph.values[id]->type.strides = values[id].strides().vec();
+    }
+  }
+  auto captured = capture::capture_backward(graph, values, requires_grad);
+  values.clear();
+  TrainingBuild build;
+  if (!captured.unsupported.empty()) {
+    build.refusal = captured.unsupported;
+    build.op = captured.op;
+    return build;
+  }
+  auto& backward = captured.backward;
+  if (backward.graph.outputs.empty()) {
+    build.plan = optimize_and_lower(std::move(graph), report);
+    return build;
+  }
+  autodiff::rematerialize(graph, backward);
+  auto training = std::make_shared<TrainingPlan>();
+  training->call_outputs = graph.outputs.size();
+  training->output_structure = graph.output_structure;
+  training->differentiable = captured.differentiable;
+  training->output_gradients = backward.output_gradients;
+  training->input_gradients = backward.input_gradients;
+  training->inputs = inputs.size();
+  report.backward.saved_values = static_cast<std::int64_t>(backward.saved.size());
+  report.backward.recomputed_values = backward.recomputed;
+  graph.outputs.insert(graph.outputs.end(), backward.saved.begin(), backward.saved.end());
+  double autodiff_ms = ms_since(start);
+  training->forward = optimize_and_lower(std::move(graph), report);
+  auto backward_start = Clock::now();
+  CompileReport backward_report;
+  auto backward_plan = optimize_and_lower(std::move(backward.graph), backward_report);
+  const auto saved_count = backward.saved.size();
+  for (std::size_t k = 0; k < training->output_gradients.size(); ++k) {
+    training->gradient_types.push_back(backward_plan->graph.value(backward_plan->graph.inputs[saved_count + k]).type);
+  }
+  training->backward = std::move(backward_plan);
+  if (options_.cuda_graphs) attach_graphs(*training, inputs.size() - state.size(), saved_count);
+  report.backward.compiled = true;
+  report.backward.nodes = backward_report.nodes_final;
+  report.backward.groups = backward_report.groups;
+  report.kernels_compiled += backward_report.kernels_compiled;
+  report.kernel_cache_hits += backward_report.kernel_cache_hits;
+  report.backward.ms = autodiff_ms + ms_since(backward_start);
+  build.plan = training->forward;
+  build.training = std::move(training);
+  return build;
+}
+
+void Engine::attach_graphs(TrainingPlan& training, std::size_t arguments, std::size_t saved) const {
+  const auto& steps = training.forward->steps;
+  if (std::none_of(steps.begin(), steps.end(), [](const Step& step) { return step.device.is_cuda(); })) return;
+  // The forward reads parameters and buffers where they lie; arguments are copied in.
+  std::vector<bool> forward_by_address(training.inputs, false);
+  std::fill(forward_by_address.begin() + static_cast<std::ptrdiff_t>(arguments), forward_by_address.end(), true);
+  std::string why;
+  training.forward_graph = make_plan_graph(training.forward, std::move(forward_by_address), training.call_outputs,
+                                           "the training forward of " + options_.name, graph_counters_, why);
+  if (!training.forward_graph) log::info("{}: the training forward is not replayed as a CUDA graph: {}", options_.name, why);
+  // The saved values stay where a graphed forward wrote them; incoming gradients are copied in.
+  std::vector<bool> backward_by_address(training.backward->graph.inputs.size(), false);
+  if (training.forward_graph) {
+    std::fill(backward_by_address.begin(), backward_by_address.begin() + static_cast<std::ptrdiff_t>(saved), true);
+  }
+  training.backward_graph = make_plan_graph(training.backward, std::move(backward_by_address), 0,
+                                            "the training backward of " + options_.name, graph_counters_, why);
+  if (!training.backward_graph) log::info("{}: the training backward is not replayed as a CUDA graph: {}", options_.name, why);
+}
+
+}  // namespace zenith::detail
