@@ -55,7 +55,7 @@ zn_status* wrong_compile(void*, zn_compile_args* args) {
   try {
     auto op = claimed_op(args->group_json, args->group_json_size);
     if (op.empty()) return fail(ZN_STATUS_UNSUPPORTED, "only single relu, neg, exp and sigmoid nodes");
-    args->kernel = reinterpret_cast<zn_kernel*>(new WrongKernel{op});
+    args->kernel = reinterpret_cast<zn_kernel*>(new WrongKernel{op, {}});
     if (op == "aten::exp" && ZN_HAS_FIELD(args, zn_compile_args, provides_outputs)) args->provides_outputs = 1;
     return nullptr;
   } catch (const std::exception& e) {
