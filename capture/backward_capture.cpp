@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include "capture/random_state_guard.h"
 #include "capture/torchscript_import.h"
 #include "core/interpreter.h"
 #include "core/exception_message.h"
@@ -176,29 +177,6 @@ std::string refusal(const ir::Node& node) {
   return "";
 }
 
-// Saves the default generators' states of some devices and puts them back on destruction.
-class GeneratorStates {
- public:
-  explicit GeneratorStates(const std::vector<c10::Device>& devices) {
-    for (const auto& device : devices) {
-      auto generator = at::globalContext().defaultGenerator(device);
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      saved_.emplace_back(generator, generator.get_state());
-    }
-  }
-  ~GeneratorStates() {
-    for (auto& [generator, state] : saved_) {
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(state);
-    }
-  }
-  GeneratorStates(const GeneratorStates&) = delete;
-  GeneratorStates& operator=(const GeneratorStates&) = delete;
-
- private:
-  std::vector<std::pair<at::Generator, at::Tensor>> saved_;
-};
-
 }  // namespace
 
 std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at::Tensor> inputs) {
@@ -210,7 +188,7 @@ std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at:
       devices.push_back(inputs[i].device());
     }
   }
-  GeneratorStates generators(devices);
+  RandomStateGuard generators(devices);
   at::NoGradGuard no_grad;
   return ir::interpret_values(forward, inputs);
 }

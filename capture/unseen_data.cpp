@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "capture/random_state_guard.h"
 #include "core/exception_message.h"
 #include "core/op_schema.h"
 #include "passes/effects.h"
@@ -18,30 +19,6 @@ namespace zenith::capture {
 namespace {
 
 using State = std::vector<std::pair<std::string, at::Tensor>>;
-
-// The default generators of every device the call touches, restored on destruction: dropout in the
-// second trace must not move the random stream the application sees.
-class RandomStateGuard {
- public:
-  explicit RandomStateGuard(const std::vector<at::Device>& devices) {
-    for (const auto& device : devices) {
-      auto generator = at::globalContext().defaultGenerator(device);
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      saved_.emplace_back(generator, generator.get_state());
-    }
-  }
-  ~RandomStateGuard() {
-    for (auto& [generator, state] : saved_) {
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(state);
-    }
-  }
-  RandomStateGuard(const RandomStateGuard&) = delete;
-  RandomStateGuard& operator=(const RandomStateGuard&) = delete;
-
- private:
-  std::vector<std::pair<at::Generator, at::Tensor>> saved_;
-};
 
 // Copies of the parameters and buffers the forward writes in place (batch norm's running
 // statistics, counters), written back on destruction.
