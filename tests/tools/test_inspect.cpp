@@ -142,6 +142,65 @@ TEST_F(InspectTest, SummaryListsOpsByCountBackendsPassesAndTimes) {
   EXPECT_NE(text.find("total 20.000 ms"), std::string::npos) << text;
 }
 
+TEST_F(InspectTest, DiffOfADumpWithItselfFindsNothing) {
+  auto file = good_dump();
+  auto run = inspect({"diff", file, file});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("no differences"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("ops in the optimized graph: same"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("signature: x: float32[3, 4]"), std::string::npos) << run.output;
+}
+
+TEST_F(InspectTest, DiffNamesTheSignatureGroupsBackendsPassesAndVerdict) {
+  auto before = dump_of(relu_add_graph(), "ReluAdd");
+  auto after = before;
+  after.signature = "x: float32[3, 8]";
+  after.steps = {{"cpu", {0, 1}}, {"jit_cuda", {2, 3}}};
+  after.report.passes = {{"dead_code_elimination", 5, 3, 9.0, {{"removed", 2}}}};
+  after.report.total_ms = 99.0;  // times are shown, never compared
+  auto run = inspect({"diff", write_dump("before.json", before), write_dump("after.json", after)});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const auto& text = run.output;
+  EXPECT_NE(text.find("-> x: float32[3, 8]"), std::string::npos) << text;
+  // One group of four nodes on the CPU became two groups of two, one of them on another backend.
+  EXPECT_EQ(lines_containing(text, "-1  cpu: aten::relu + aten::add.Tensor + aten::mul.Tensor + aten::relu  (1 -> 0)").size(), 1u)
+      << text;
+  EXPECT_EQ(lines_containing(text, "+1  cpu: aten::relu + aten::add.Tensor  (0 -> 1)").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "+1  jit_cuda: aten::mul.Tensor + aten::relu  (0 -> 1)").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "-2  cpu  (4 -> 2)").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "+2  jit_cuda  (0 -> 2)").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "dead_code_elimination: nodes 5 -> 4, removed=1").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "became nodes 5 -> 3, removed=2").size(), 1u) << text;
+  EXPECT_NE(text.find("ops in the optimized graph: same"), std::string::npos) << text;
+  EXPECT_NE(text.find("total 20.000 ms -> 99.000 ms"), std::string::npos) << text;
+  // The signature, the plan's step count, three group lines, two backend counts and the pass.
+  EXPECT_NE(text.find("\n8 differences\n"), std::string::npos) << text;
+}
+
+TEST_F(InspectTest, DiffCountsOpsAddedAndRemovedAndAnEagerVerdict) {
+  auto before = dump_of(relu_add_graph(), "Model");
+  auto after = dump_of(embedding_graph(), "Model");
+  after.report.eager_fallback = true;
+  after.report.fallback_reason = "the forward depends on tensor data the trace cannot see";
+  auto run = inspect({"diff", write_dump("a.json", before), write_dump("b.json", after)});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const auto& text = run.output;
+  EXPECT_EQ(lines_containing(text, "-2  aten::relu  (2 -> 0)").size(), 2u) << "optimized and captured:\n" << text;
+  EXPECT_EQ(lines_containing(text, "+1  aten::embedding  (0 -> 1)").size(), 2u) << text;
+  EXPECT_NE(text.find("-> runs eagerly: the forward depends on tensor data the trace cannot see"), std::string::npos)
+      << text;
+}
+
+TEST_F(InspectTest, DiffNeedsTwoReadableDumps) {
+  auto one = inspect({"diff", good_dump()});
+  EXPECT_EQ(one.exit_code, 2) << one.output;
+  EXPECT_NE(one.output.find("BEFORE AFTER"), std::string::npos) << one.output;
+  auto missing = inspect({"diff", good_dump(), path("absent.json")});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("absent.json"), std::string::npos) << missing.output;
+  EXPECT_EQ(missing.output.find("---"), std::string::npos) << "nothing printed before the error:\n" << missing.output;
+}
+
 TEST_F(InspectTest, NodesListsEveryNodeWithItsBackend) {
   auto run = inspect({"nodes", good_dump()}, Streams::Stdout);
   ASSERT_EQ(run.exit_code, 0) << run.output;

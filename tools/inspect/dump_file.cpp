@@ -57,4 +57,22 @@ std::vector<std::string> backend_per_node(const Dump& dump) {
   return backends;
 }
 
+Counts op_counts(const ir::Graph& graph) {
+  Counts counts;
+  for (const auto& node : graph.nodes) counts[node.qualified_name()] += 1;
+  return counts;
+}
+
+Counts backend_counts(const Dump& dump) {
+  Counts counts;
+  for (const auto& backend : backend_per_node(dump)) counts[backend == "-" ? "(no step)" : backend] += 1;
+  return counts;
+}
+
+std::string counters_text(const Counts& counters) {
+  std::string text;
+  for (const auto& [name, value] : counters) text += fmt::format("{}{}={}", text.empty() ? "" : ", ", name, value);
+  return text.empty() ? "-" : text;
+}
+
 }  // namespace zenith::inspect

@@ -10,6 +10,7 @@
 #include "common/error_text.h"
 #include "inspect/command_line.h"
 #include "inspect/dot_writer.h"
+#include "inspect/dump_diff.h"
 #include "inspect/dump_file.h"
 #include "inspect/node_listing.h"
 #include "inspect/plugins_report.h"
@@ -28,6 +29,10 @@ commands:
   nodes DUMP [--captured]      one line per node of the optimized graph with its backend
                                (--captured: the graph as captured, before the passes)
   dot DUMP [-o FILE]           the optimized graph as Graphviz DOT (stdout unless -o/--output)
+  diff BEFORE AFTER            what changed between two dumps of one model: signature, ops added
+                               or removed per op, groups and their backends, pass statistics,
+                               the verdict (compiled, eager and why, symbolic dimensions); exit 1
+                               when they differ (compile times are shown, never compared)
   plugins [--path P ...]       every backend plugin candidate: where it was found, loaded or
                                skipped and why (also spelled --plugins; honours ZENITH_PLUGIN_PATH)
   replay DUMP [--seed N] [--path P ...]
@@ -40,7 +45,7 @@ commands:
                                by them.
 
 DUMP is a JSON file written to ZENITH_DUMP_DIR (CompileOptions::dump_dir).
-exit status: 0 success, 1 replay outputs differ, 2 bad usage or an unreadable dump
+exit status: 0 success, 1 replay outputs differ or the dumps differ, 2 bad usage or an unreadable dump
 )";
 
 struct Command {
@@ -73,6 +78,13 @@ int run_dot(const CommandLine& line) {
   if (!out) throw Error("cannot write " + *file + ": check that the folder exists and is writable");
   write_dot(dump, out);
   return 0;
+}
+
+int run_diff(const CommandLine& line) {
+  expect_positionals(line, 2, "BEFORE AFTER");
+  const auto before = load_dump(line.positionals[0]), after = load_dump(line.positionals[1]);
+  std::cout << "--- " << line.positionals[0] << "\n+++ " << line.positionals[1] << "\n";
+  return write_dump_diff(before, after, std::cout) == 0 ? 0 : 1;
 }
 
 int run_plugins(const CommandLine& line) {
@@ -110,6 +122,7 @@ const std::map<std::string, Command>& commands() {
       {"summary", {{}, run_summary}},
       {"nodes", {{{}, {"--captured"}}, run_nodes}},
       {"dot", {{{"-o", "--output"}, {}}, run_dot}},
+      {"diff", {{}, run_diff}},
       {"plugins", {{{"--path"}, {}}, run_plugins}},
       {"replay", {{{"--seed", "--path"}, {}}, run_replay}},
   };

@@ -13,37 +13,19 @@
 namespace zenith::inspect {
 namespace {
 
-using Counts = std::vector<std::pair<std::string, std::int64_t>>;
+using Sorted = std::vector<std::pair<std::string, std::int64_t>>;
 
 // Largest count first; equal counts by name so that the output is stable.
-Counts sorted_by_count(const std::map<std::string, std::int64_t>& counts) {
-  Counts sorted(counts.begin(), counts.end());
+Sorted sorted_by_count(const Counts& counts) {
+  Sorted sorted(counts.begin(), counts.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return sorted;
 }
 
-void write_counts(const std::string& title, const std::map<std::string, std::int64_t>& counts, std::ostream& out) {
+void write_counts(const std::string& title, const Counts& counts, std::ostream& out) {
   out << title << ":\n";
   if (counts.empty()) out << "  (none)\n";
   for (const auto& [name, count] : sorted_by_count(counts)) out << fmt::format("  {:>6}  {}\n", count, name);
-}
-
-std::map<std::string, std::int64_t> op_counts(const ir::Graph& graph) {
-  std::map<std::string, std::int64_t> counts;
-  for (const auto& node : graph.nodes) counts[node.qualified_name()] += 1;
-  return counts;
-}
-
-std::map<std::string, std::int64_t> backend_counts(const Dump& dump) {
-  std::map<std::string, std::int64_t> counts;
-  for (const auto& backend : backend_per_node(dump)) counts[backend == "-" ? "(no step)" : backend] += 1;
-  return counts;
-}
-
-std::string counters_text(const std::map<std::string, std::int64_t>& counters) {
-  std::string text;
-  for (const auto& [name, value] : counters) text += fmt::format("{}{}={}", text.empty() ? "" : ", ", name, value);
-  return text.empty() ? "-" : text;
 }
 
 void write_header(const Dump& dump, std::ostream& out) {
