@@ -2,7 +2,8 @@
 # looks), and a CMake package so that applications do find_package(Zenith) and link zenith::zenith.
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/zenith DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/zenith DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "*.in" EXCLUDE)
+install(FILES ${ZENITH_GENERATED_INCLUDE_DIR}/zenith/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zenith)
 set_target_properties(zenith_plugin_abi PROPERTIES EXPORT_NAME plugin_abi)
 install(TARGETS zenith zenith_plugin_abi EXPORT ZenithTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

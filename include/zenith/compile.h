@@ -27,6 +27,7 @@
 
 #include "zenith/error.h"
 #include "zenith/options.h"
+#include "zenith/version.h"
 
 namespace zenith {
 

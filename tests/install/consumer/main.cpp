@@ -19,6 +19,11 @@ int main() {
     ok = ok && torch::allclose(fast(x), model->forward(x), 1e-5, 1e-6);
   }
   ok = ok && fast.report().nodes_per_backend.count("cpu");
+  // The installed header and the installed library are one release.
+  if (zenith::version_string() != ZENITH_VERSION_STRING) {
+    std::printf("consumer: libzenith %s, headers %s\n", zenith::version_string().c_str(), ZENITH_VERSION_STRING);
+    ok = false;
+  }
   std::printf("consumer: compiled result %s eager\n", ok ? "matches" : "DOES NOT MATCH");
   return ok ? 0 : 1;
 }
