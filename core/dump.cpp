@@ -119,7 +119,11 @@ namespace {
 
 json steps_to_json(const std::vector<DumpStep>& steps) {
   json out = json::array();
-  for (const auto& step : steps) out.push_back(json{{"backend", step.backend}, {"nodes", step.nodes}});
+  for (const auto& step : steps) {
+    json entry{{"backend", step.backend}, {"nodes", step.nodes}};
+    if (!step.declined.empty()) entry["declined"] = step.declined;
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 
@@ -129,7 +133,10 @@ std::vector<DumpStep> steps_from_json(const json& j, const char* key) {
   for (std::size_t i = 0; i < j[key].size(); ++i) {
     const auto& step = j[key][i];
     try {
-      steps.push_back(DumpStep{step.at("backend").get<std::string>(), step.at("nodes").get<std::vector<int>>()});
+      DumpStep read{step.at("backend").get<std::string>(), step.at("nodes").get<std::vector<int>>(), {}};
+      // Optional: dumps written before it existed have no "declined".
+      if (step.contains("declined")) read.declined = step.at("declined").get<std::vector<std::string>>();
+      steps.push_back(std::move(read));
     } catch (const json::exception& e) {
       throw Error(fmt::format("dump at /{}/{}: {}", key, i, e.what()));
     }

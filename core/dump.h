@@ -15,6 +15,8 @@ namespace zenith {
 struct DumpStep {
   std::string backend;     ///< backend name, or "host"
   std::vector<int> nodes;  ///< indices into the optimized graph's nodes
+  /// Why each backend of higher priority declined this step's group, as "name: reason".
+  std::vector<std::string> declined;
 };
 
 /// Everything a dump holds.

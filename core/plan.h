@@ -36,6 +36,9 @@ struct Step {
   std::vector<int> release_after;
   /// Indices of the graph nodes this step runs.
   std::vector<int> nodes;
+  /// Kernel steps: why each backend of higher priority declined the group ("name: reason"), so that
+  /// a report can say why the group went where it went.
+  std::vector<std::string> declined;
   /// Kernel steps: the device the kernel runs on, whose current stream a launch uses.
   c10::Device device = c10::Device(c10::kCPU);
   /// Kernel steps: the kernel serves other sizes of its group (CompileOutcome::shape_generic) up to

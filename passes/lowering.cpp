@@ -72,6 +72,7 @@ Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends,
     } else {
       step.kind = Step::Kind::Kernel;
       step.backend = item.backend->name();
+      step.declined = item.declined;
       step.device = step.output_types.empty() ? group.value(group.inputs.at(0)).type.device
                                               : step.output_types.front().device;
       step.kernel = std::move(kernels[index].first);

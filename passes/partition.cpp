@@ -13,14 +13,22 @@
 namespace zenith::passes {
 namespace {
 
-// The first backend, in priority order, that claims the group; reasons collects the refusals.
-const Backend* claim(const std::vector<const Backend*>& backends, const std::string& json, std::string& reasons) {
+// The first backend, in priority order, that claims the group; `declined` collects the refusals
+// of those asked before it, as "name: reason".
+const Backend* claim(const std::vector<const Backend*>& backends, const std::string& json,
+                     std::vector<std::string>& declined) {
   for (const Backend* backend : backends) {
     auto refusal = backend->query(json);
     if (!refusal) return backend;
-    reasons += fmt::format("\n  {}: {}", backend->name(), *refusal);
+    declined.push_back(fmt::format("{}: {}", backend->name(), *refusal));
   }
   return nullptr;
+}
+
+std::string reasons_text(const std::vector<std::string>& declined) {
+  std::string text;
+  for (const auto& line : declined) text += "\n  " + line;
+  return text;
 }
 
 }  // namespace
@@ -46,12 +54,11 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
       return;
     }
     single.group_json = ir::to_json(single.group.graph, ir::GraphKind::Group, 0).dump();
-    std::string reasons;
-    single.backend = claim(backends, single.group_json, reasons);
+    single.backend = claim(backends, single.group_json, single.declined);
     if (single.backend == nullptr) {
       throw Error(fmt::format("no backend can run node {} `{}`{}{}", n, ir::node_to_text(graph, graph.nodes[n]),
                               backends.empty() ? "\n  no backend is loaded (see zenith-inspect --plugins)" : "",
-                              reasons));
+                              reasons_text(single.declined)));
     }
     placed.push_back(std::move(single));
   };
@@ -68,8 +75,7 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
     PlacedGroup candidate;
     candidate.group = ir::extract_group(graph, groups[g], consumers);
     candidate.group_json = ir::to_json(candidate.group.graph, ir::GraphKind::Group, 0).dump();
-    std::string reasons;
-    candidate.backend = claim(backends, candidate.group_json, reasons);
+    candidate.backend = claim(backends, candidate.group_json, candidate.declined);
     for (int member : groups[g]) done[member] = true;
     if (candidate.backend != nullptr) {
       placed.push_back(std::move(candidate));

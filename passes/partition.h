@@ -17,6 +17,8 @@ struct PlacedGroup {
   const Backend* backend = nullptr;
   /// The group's IR JSON, as the backend was asked (empty for host nodes).
   std::string group_json;
+  /// Why each backend of higher priority than `backend` declined the group: "name: reason".
+  std::vector<std::string> declined;
 };
 
 /// Places the nodes of `graph`: nodes sharing a Node::fusion_group are offered as one group, the

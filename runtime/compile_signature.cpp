@@ -136,11 +136,11 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     dump.module_name = options_.name;
     dump.signature = report.signature;
     dump.optimized = plan->graph;
-    for (const auto& step : plan->steps) dump.steps.push_back(DumpStep{step.backend, step.nodes});
+    for (const auto& step : plan->steps) dump.steps.push_back(DumpStep{step.backend, step.nodes, step.declined});
     if (entry->training) {
       dump.backward = entry->training->backward->graph;
       for (const auto& step : entry->training->backward->steps) {
-        dump.backward_steps.push_back(DumpStep{step.backend, step.nodes});
+        dump.backward_steps.push_back(DumpStep{step.backend, step.nodes, step.declined});
       }
     }
     report.dump_path =

@@ -76,7 +76,7 @@ Dump dump_of(const ir::Graph& graph, const std::string& module) {
   dump.optimized = graph;
   std::vector<int> all(graph.nodes.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-  dump.steps = {{"cpu", all}};
+  dump.steps = {{"cpu", all, {}}};
   dump.report.passes = {{"dead_code_elimination", 5, 4, 0.25, {{"removed", 1}}}};
   dump.report.capture_ms = 12.5;
   dump.report.total_ms = 20.0;
@@ -142,6 +142,22 @@ TEST_F(InspectTest, SummaryListsOpsByCountBackendsPassesAndTimes) {
   EXPECT_NE(text.find("total 20.000 ms"), std::string::npos) << text;
 }
 
+TEST_F(InspectTest, SummarySaysWhyAGroupWentToItsBackend) {
+  auto dump = dump_of(relu_add_graph(), "ReluAdd");
+  EXPECT_NE(inspect({"summary", write_dump("plain.json", dump)}).output.find(
+                "(none: every group went to the first backend asked)"),
+            std::string::npos);
+  dump.steps = {{"cpu", {0, 1}, {"jit_cuda: no CUDA tensor in the group", "example: aten::add.Tensor is not supported"}},
+                {"cpu", {2, 3}, {}}};
+  auto run = inspect({"summary", write_dump("declined.json", dump)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto& text = run.output;
+  EXPECT_EQ(lines_containing(text, "step 0 ran on cpu: aten::relu + aten::add.Tensor").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "declined by jit_cuda: no CUDA tensor in the group").size(), 1u) << text;
+  EXPECT_EQ(lines_containing(text, "declined by example: aten::add.Tensor is not supported").size(), 1u) << text;
+  EXPECT_TRUE(lines_containing(text, "step 1 ran on").empty()) << "nobody declined step 1:\n" << text;
+}
+
 TEST_F(InspectTest, DiffOfADumpWithItselfFindsNothing) {
   auto file = good_dump();
   auto run = inspect({"diff", file, file});
@@ -155,7 +171,7 @@ TEST_F(InspectTest, DiffNamesTheSignatureGroupsBackendsPassesAndVerdict) {
   auto before = dump_of(relu_add_graph(), "ReluAdd");
   auto after = before;
   after.signature = "x: float32[3, 8]";
-  after.steps = {{"cpu", {0, 1}}, {"jit_cuda", {2, 3}}};
+  after.steps = {{"cpu", {0, 1}, {}}, {"jit_cuda", {2, 3}, {}}};
   after.report.passes = {{"dead_code_elimination", 5, 3, 9.0, {{"removed", 2}}}};
   after.report.total_ms = 99.0;  // times are shown, never compared
   auto run = inspect({"diff", write_dump("before.json", before), write_dump("after.json", after)});

@@ -3,11 +3,15 @@
 // no backend claims them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <limits>
+
+#include <unistd.h>
 
 #include <torch/torch.h>
 
 #include "common/fresh_inputs.h"
+#include "core/dump.h"
 #include "graph_builders.h"
 #include "passes/fusion.h"
 #include "zenith/compile.h"
@@ -202,7 +206,10 @@ TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
   // gelu is elementwise, so it joins the group, but the example plugin does not know it: the group
   // goes whole to the next backend in priority order, the CPU plugin.
   auto fn = [](at::Tensor x, at::Tensor y) { return torch::gelu(torch::relu(x) * y) + x; };
-  auto fast = compile(fn, with_example_plugin());
+  auto options = with_example_plugin();
+  const auto folder = std::filesystem::temp_directory_path() / ("zenith-declined-" + std::to_string(::getpid()));
+  options.dump_dir = folder.string();
+  auto fast = compile(fn, options);
   for (int call = 0; call < kCallsPerSignature; ++call) {
     auto x = torch::randn({8, 8}), y = torch::randn({8, 8});
     EXPECT_TRUE(torch::allclose(fast(x, y), fn(x, y), 1e-6, 1e-6)) << call_name(call);
@@ -211,6 +218,13 @@ TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
   EXPECT_EQ(report.nodes_per_backend.count("example"), 0u);
   EXPECT_EQ(report.nodes_per_backend.at("cpu"), 4);
   EXPECT_EQ(report.groups, 1);
+  // The dump says why: the example plugin, asked first, declined the group.
+  auto dump = dump_from_json(read_json_file(report.dump_path));
+  std::filesystem::remove_all(folder);
+  ASSERT_EQ(dump.steps.size(), 1u);
+  EXPECT_EQ(dump.steps[0].backend, "cpu");
+  ASSERT_EQ(dump.steps[0].declined.size(), 1u);
+  EXPECT_EQ(dump.steps[0].declined[0].rfind("example: ", 0), 0u) << dump.steps[0].declined[0];
 }
 
 TEST(FusionEndToEnd, ManyKernelsCompileTogetherAndRunInOrder) {

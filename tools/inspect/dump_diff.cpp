@@ -16,13 +16,7 @@ namespace {
 // backend runs the same ops in it.
 Counts group_counts(const ir::Graph& graph, const std::vector<DumpStep>& steps) {
   Counts counts;
-  for (const auto& step : steps) {
-    std::string ops;
-    for (int index : step.nodes) {
-      ops += (ops.empty() ? "" : " + ") + graph.nodes.at(static_cast<std::size_t>(index)).qualified_name();
-    }
-    counts[fmt::format("{}: {}", step.backend, ops.empty() ? "(no nodes)" : ops)] += 1;
-  }
+  for (const auto& step : steps) counts[fmt::format("{}: {}", step.backend, step_ops(graph, step))] += 1;
   return counts;
 }
 

@@ -69,6 +69,14 @@ Counts backend_counts(const Dump& dump) {
   return counts;
 }
 
+std::string step_ops(const ir::Graph& graph, const DumpStep& step) {
+  std::string ops;
+  for (int index : step.nodes) {
+    ops += (ops.empty() ? "" : " + ") + graph.nodes.at(static_cast<std::size_t>(index)).qualified_name();
+  }
+  return ops.empty() ? "(no nodes)" : ops;
+}
+
 std::string counters_text(const Counts& counters) {
   std::string text;
   for (const auto& [name, value] : counters) text += fmt::format("{}{}={}", text.empty() ? "" : ", ", name, value);

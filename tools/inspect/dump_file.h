@@ -26,6 +26,9 @@ Counts op_counts(const ir::Graph& graph);
 /// How many nodes of the optimized graph each backend runs ("(no step)" for nodes no step runs).
 Counts backend_counts(const Dump& dump);
 
+/// A step's ops in plan order, as "aten::mul.Tensor + aten::relu" ("(no nodes)" for none).
+std::string step_ops(const ir::Graph& graph, const DumpStep& step);
+
 /// A pass's counters as "name=value, ..." ("-" when there are none).
 std::string counters_text(const Counts& counters);
 

@@ -37,6 +37,19 @@ void write_header(const Dump& dump, std::ostream& out) {
   out << fmt::format("plan:       {} steps\n", dump.steps.size());
 }
 
+// Per step that a backend of higher priority declined: its backend, its ops and each refusal.
+void write_placement(const ir::Graph& graph, const std::vector<DumpStep>& steps, std::ostream& out) {
+  out << "groups a higher-priority backend declined, and why:\n";
+  bool any = false;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    if (steps[k].declined.empty()) continue;
+    any = true;
+    out << fmt::format("  step {} ran on {}: {}\n", k, steps[k].backend, step_ops(graph, steps[k]));
+    for (const auto& reason : steps[k].declined) out << "    declined by " << reason << '\n';
+  }
+  if (!any) out << "  (none: every group went to the first backend asked)\n";
+}
+
 void write_passes(const CompileReport& report, std::ostream& out) {
   out << "passes:\n";
   if (report.passes.empty()) out << "  (none recorded)\n";
@@ -74,6 +87,7 @@ void write_summary(const Dump& dump, std::ostream& out) {
   write_header(dump, out);
   write_counts("ops in the optimized graph, by count", op_counts(dump.optimized), out);
   write_counts("nodes per backend (from the plan's steps)", backend_counts(dump), out);
+  write_placement(dump.optimized, dump.steps, out);
   write_passes(dump.report, out);
   write_times(dump.report, out);
   if (!dump.backward.nodes.empty()) write_counts("ops in the backward graph, by count", op_counts(dump.backward), out);
