@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "common/temp_folder.h"
 #include "core/dump.h"
 #include "runtime/executor.h"
 #include "core/interpreter.h"
@@ -20,14 +21,7 @@ namespace zenith {
 namespace {
 namespace fs = std::filesystem;
 
-// libtorch.so exports a broken std::filesystem::remove_all that the dynamic linker may bind to,
-// so folders (flat ones: dumps) are emptied file by file.
-void remove_folder(const fs::path& folder) {
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove(entry.path(), ec);
-  fs::remove(folder, ec);
-}
+using zenith::testing::remove_folder;
 
 fs::path fresh_folder(const std::string& name) {
   auto folder = fs::temp_directory_path() / ("zenith-test-" + name + "-" + std::to_string(::getpid()));

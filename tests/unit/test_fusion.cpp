@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "common/fresh_inputs.h"
+#include "common/temp_folder.h"
 #include "core/dump.h"
 #include "graph_builders.h"
 #include "passes/fusion.h"
@@ -220,7 +221,7 @@ TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
   EXPECT_EQ(report.groups, 1);
   // The dump says why: the example plugin, asked first, declined the group.
   auto dump = dump_from_json(read_json_file(report.dump_path));
-  std::filesystem::remove_all(folder);
+  zenith::testing::remove_folder(folder);
   ASSERT_EQ(dump.steps.size(), 1u);
   EXPECT_EQ(dump.steps[0].backend, "cpu");
   ASSERT_EQ(dump.steps[0].declined.size(), 1u);
