@@ -1,7 +1,6 @@
 #include "passes/pass_manager.h"
 
-#include <chrono>
-
+#include "core/elapsed.h"
 #include "core/log.h"
 #include "core/verifier.h"
 #include "passes/common_subexpression_elimination.h"
@@ -19,9 +18,9 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
     PassReport report;
     report.name = pass->name();
     report.nodes_before = static_cast<std::int64_t>(graph.nodes.size());
-    auto start = std::chrono::steady_clock::now();
+    auto start = Clock::now();
     pass->run(graph, report);
-    report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    report.milliseconds = ms_since(start);
     report.nodes_after = static_cast<std::int64_t>(graph.nodes.size());
     try {
       ir::verify(graph);

@@ -14,7 +14,7 @@
 #include "passes/lowering.h"
 #include "passes/pass_manager.h"
 #include "runtime/dynamic_dims.h"
-#include "runtime/elapsed.h"
+#include "core/elapsed.h"
 
 namespace zenith::detail {
 

@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/plugin_loader.h"
 #include "runtime/call_tensors.h"
-#include "runtime/elapsed.h"
+#include "core/elapsed.h"
 #include "runtime/executor.h"
 #include "runtime/training_function.h"
 

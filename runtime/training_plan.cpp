@@ -10,7 +10,7 @@
 #include "passes/autodiff/channels_last.h"
 #include "passes/autodiff/training_rewrite.h"
 #include "runtime/call_tensors.h"
-#include "runtime/elapsed.h"
+#include "core/elapsed.h"
 
 namespace zenith::detail {
 

@@ -4,15 +4,12 @@
 #include <exception>
 #include <string>
 
-#include <c10/util/Exception.h>
+#include "core/exception_message.h"
 
 namespace zenith::tools {
 
 /// The message of `error`; for a c10::Error without the C++ backtrace LibTorch appends, which
 /// would turn a one-line diagnosis into a page.
-inline std::string error_text(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) return torch_error->what_without_backtrace();
-  return error.what();
-}
+inline std::string error_text(const std::exception& error) { return message_of(error); }
 
 }  // namespace zenith::tools

@@ -1,9 +1,9 @@
-// Milliseconds since a point on the steady clock, for the compile report's phase times.
+// Milliseconds since a point on the steady clock, for the compile report's phase and pass times.
 #pragma once
 
 #include <chrono>
 
-namespace zenith::detail {
+namespace zenith {
 
 using Clock = std::chrono::steady_clock;
 
@@ -11,4 +11,4 @@ inline double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-}  // namespace zenith::detail
+}  // namespace zenith
