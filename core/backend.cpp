@@ -64,7 +64,10 @@ std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const st
     outcome->provides_outputs = args.provides_outputs == 1;
     outcome->graph_safe = args.graph_safe == 1;
   }
-  return std::make_shared<Kernel>(this, args.kernel, args.provides_outputs == 1, args.graph_safe == 1);
+  // Copied now: the name need only live until compile returned (a 1.4 plugin leaves it NULL).
+  std::string kernel_name = args.kernel_name != nullptr ? args.kernel_name : "";
+  return std::make_shared<Kernel>(this, args.kernel, args.provides_outputs == 1, args.graph_safe == 1,
+                                  std::move(kernel_name));
 }
 
 void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,

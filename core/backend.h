@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zenith/plugin.h"
@@ -30,8 +31,13 @@ struct CompileOutcome {
 /// A compiled kernel; released through its plugin when the last reference goes.
 class Kernel {
  public:
-  Kernel(const Backend* backend, zn_kernel* handle, bool provides_outputs = false, bool graph_safe = false)
-      : backend_(backend), handle_(handle), provides_outputs_(provides_outputs), graph_safe_(graph_safe) {}
+  Kernel(const Backend* backend, zn_kernel* handle, bool provides_outputs = false, bool graph_safe = false,
+         std::string name = {})
+      : backend_(backend),
+        handle_(handle),
+        provides_outputs_(provides_outputs),
+        graph_safe_(graph_safe),
+        name_(std::move(name)) {}
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -41,12 +47,15 @@ class Kernel {
   bool provides_outputs() const { return provides_outputs_; }
   /// Its launches may be captured in a CUDA graph (zn_compile_args.graph_safe).
   bool graph_safe() const { return graph_safe_; }
+  /// What the plugin called it (zn_compile_args.kernel_name), or empty when it did not say.
+  const std::string& name() const { return name_; }
 
  private:
   const Backend* backend_;
   zn_kernel* handle_;
   bool provides_outputs_;
   bool graph_safe_;
+  std::string name_;
 };
 
 /// A plugin that loaded and initialized. Lives until the process ends (plugins are never unloaded).

@@ -248,6 +248,12 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
     }
     // Generated kernels and cuBLASLt enqueue on the launch's stream, workspace from host->alloc.
     if (ZN_HAS_FIELD(args, zn_compile_args, graph_safe)) args->graph_safe = 1;
+    // The generated function's name is the dumped source's file name; a product is named after its
+    // cuBLASLt program. Both live in the kernel, past compile's return.
+    if (ZN_HAS_FIELD(args, zn_compile_args, kernel_name)) {
+      const auto* fused = std::get_if<FusedKernel>(jit.get());
+      args->kernel_name = fused != nullptr ? fused->kernel.name().c_str() : std::get<MatmulProgram>(*jit).name.c_str();
+    }
     args->kernel = reinterpret_cast<zn_kernel*>(jit.release());
     return nullptr;
   });

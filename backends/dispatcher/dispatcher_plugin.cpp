@@ -24,6 +24,7 @@ struct Kernel {
   ir::Graph group;
   std::vector<ir::AtenCall> calls;
   int device_index = 0;
+  std::string name;  // its ops, e.g. "aten::convolution+aten::relu_"
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) { return plugin_side::make_status(host, code, message); }
@@ -97,6 +98,10 @@ zn_status* plugin_compile(void*, zn_compile_args* args) {
     // ATen runs on the launch's stream (run_on_stream); an op that synchronizes fails the capture
     // loudly, and the host then runs that plan launch by launch.
     if (ZN_HAS_FIELD(args, zn_compile_args, graph_safe)) args->graph_safe = 1;
+    if (ZN_HAS_FIELD(args, zn_compile_args, kernel_name)) {
+      for (const auto& node : kernel->group.nodes) kernel->name += (kernel->name.empty() ? "" : "+") + node.op;
+      args->kernel_name = kernel->name.c_str();
+    }
     args->kernel = reinterpret_cast<zn_kernel*>(kernel.release());
     return nullptr;
   });

@@ -39,6 +39,7 @@
  * zn_compile_args.provides_outputs and zn_launch_args.provided, so that a kernel whose library
  * allocates its results (a dispatcher call) hands them over instead of copying them, and
  * zn_compile_args.graph_safe, so that the host may replay a plan's launches as one CUDA graph.
+ * 1.5 appends zn_compile_args.kernel_name, so that profiles and logs name what a step launches.
  */
 #ifndef ZENITH_PLUGIN_H
 #define ZENITH_PLUGIN_H
@@ -55,7 +56,7 @@ extern "C" {
 /** ABI major version: a plugin of another major is never loaded. */
 #define ZN_ABI_MAJOR 1
 /** ABI minor version: grows when a field is appended to a table or argument struct. */
-#define ZN_ABI_MINOR 4
+#define ZN_ABI_MINOR 5
 
 /** Name of the one symbol a plugin exports (type: zn_plugin_get_api_fn). */
 #define ZN_PLUGIN_ENTRY_SYMBOL "zn_plugin_get_api"
@@ -169,6 +170,12 @@ typedef struct zn_compile_args {
                                  host may capture it in a CUDA graph and replay it later on other
                                  data at the same addresses. The host never captures a kernel whose
                                  compile left this 0 (every plugin older than 1.4). */
+  const char* kernel_name;  /**< out (since 1.5): NULL, or a short NUL-terminated name of what the
+                                 kernel launches (a generated function's name, which its dumped
+                                 source file carries too, or the library call, e.g. "cublasLt
+                                 matmul"), for profiles and logs. It must stay valid until compile
+                                 returns; the host copies it. When NULL (every plugin older than
+                                 1.5) the host names the kernel after the group's ops. */
 } zn_compile_args;
 
 /** Arguments of zn_plugin_api.launch. */
