@@ -39,6 +39,7 @@ void override_switch(const char* variable, bool& option) {
 void apply_environment(CompileOptions& options) {
   if (const char* value = std::getenv("ZENITH_BACKENDS"); value && *value) options.backends = split_names(value);
   if (const char* value = std::getenv("ZENITH_DUMP_DIR"); value && *value) options.dump_dir = value;
+  if (const char* value = std::getenv("ZENITH_PROFILE_DIR"); value && *value) options.profile_dir = value;
   if (const char* value = std::getenv("ZENITH_DISABLE"); value && *value) {
     std::string text = value;
     if (text == "1" || text == "true" || text == "yes") options.disable = true;
@@ -75,6 +76,9 @@ std::shared_ptr<Engine> make_engine(ModuleAccess access, CompileOptions options)
   }
   if (options.symbolic_plan_limit == 0) {
     throw Error::mismatch("CompileOptions::symbolic_plan_limit", "at least 1", "0");
+  }
+  if (options.profile_calls < 1) {
+    throw Error::mismatch("CompileOptions::profile_calls", "at least 1", std::to_string(options.profile_calls));
   }
   if (options.verify_rtol < 0 || options.verify_atol < 0) {
     throw Error::mismatch("CompileOptions verify tolerances", "non-negative numbers",

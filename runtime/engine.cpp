@@ -105,15 +105,27 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     if (entry->training) ++stats_.training_calls;
   }
   if (entry->plan == nullptr) return run_eager(args);
-  if (entry->training) return capture::run_training_call(entry->training, call_tensors(args, state));
-  auto result = run_plan(*entry, args, state);
+  if (entry->training) {
+    if (!options_.profile_dir.empty() && !told_training_profile_) {
+      told_training_profile_ = true;
+      log::info("{}: training calls are not profiled (CompileOptions::profile_dir profiles inference plans)",
+                options_.name);
+    }
+    return capture::run_training_call(entry->training, call_tensors(args, state));
+  }
+  auto result = run_plan(*entry, signature, args, state);
   verify_against_eager(args, result);
   return result;
 }
 
-c10::IValue Engine::run_plan(const Entry& entry, const std::vector<c10::IValue>& args,
-                             const std::vector<std::pair<std::string, at::Tensor>>& state) {
-  return execute(*entry.plan, call_tensors(args, state));
+c10::IValue Engine::run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
+                             const State& state) {
+  auto profile = reserve_profile_run(signature);
+  if (!profile) return execute(*entry.plan, call_tensors(args, state));
+  StepTimer timer(profile->origin());
+  auto result = execute(*entry.plan, call_tensors(args, state), &timer);
+  record_profile_run(*profile, *entry.plan, signature, timer);
+  return result;
 }
 
 c10::IValue Engine::run_eager(const std::vector<c10::IValue>& args) { return access_.forward(args); }

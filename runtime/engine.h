@@ -2,7 +2,7 @@
 // execution, with eager fallback, verification and dumps. One class, its members defined by
 // concept: the call path (engine.cpp), compiling a signature (compile_signature.cpp), symbolic
 // plans (symbolic_fitting.cpp), training plans (training_plan.cpp), verification
-// (verification.cpp).
+// (verification.cpp), replay profiles (call_profiling.cpp).
 #pragma once
 
 #include <list>
@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "capture/tracer_capture.h"
@@ -18,6 +19,7 @@
 #include "core/plan.h"
 #include "runtime/plan_cache.h"
 #include "runtime/plan_graph.h"
+#include "runtime/replay_profile.h"
 #include "runtime/signature.h"
 #include "runtime/symbolic_plan.h"
 #include "zenith/compile.h"
@@ -54,8 +56,9 @@ class Engine {
   /// a symbolic plan over them (or reports why not in the report's static_reason).
   Compiled compile_signature(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
                              std::vector<DynamicDim> dims);
-  /// Passes and lowering of one capture; throws zenith::Error.
-  std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report) const;
+  /// Passes and lowering of one capture; throws zenith::Error. Logs each phase's time, naming
+  /// `part` ("backward", "probe 2") when the graph is not the call's forward.
+  std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report, const std::string& part = "") const;
   /// A training signature's plans.
   struct TrainingBuild {
     std::shared_ptr<const TrainingPlan> training;  // or null:
@@ -85,8 +88,13 @@ class Engine {
   std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::string& refusal);
   /// The dimensions a capture of `signature` should make symbolic.
   std::vector<DynamicDim> dims_to_make_symbolic(const Signature& signature) const;
-  c10::IValue run_plan(const Entry& entry, const std::vector<c10::IValue>& args,
-                       const std::vector<std::pair<std::string, at::Tensor>>& state);
+  c10::IValue run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
+                       const State& state);
+  /// A replay profile (CompileOptions::profile_dir): the profile this run of `signature`'s plan
+  /// goes into, with a run reserved in it, or null when it is not profiled.
+  std::shared_ptr<ReplayProfile> reserve_profile_run(const Signature& signature);
+  /// Adds a timed run to its profile and writes the profile's file (a failure is logged).
+  void record_profile_run(ReplayProfile& profile, const Plan& plan, const Signature& signature, StepTimer& timer);
   c10::IValue run_eager(const std::vector<c10::IValue>& args);
   /// Why a call runs eagerly whatever its signature (compile_training off for a training call, an
   /// autocast region), or empty.
@@ -111,6 +119,12 @@ class Engine {
   int verified_ = 0;
   std::set<std::string> told_eager_;  // eager reasons already logged
   std::set<std::string> warned_ops_;  // ops without a derivative rule, warned about once each
+  struct ProfileSlot {
+    std::shared_ptr<ReplayProfile> profile;
+    int reserved = 0;  // runs handed out, at most profile_calls
+  };
+  std::unordered_map<std::size_t, ProfileSlot> profiles_;  // by signature hash
+  bool told_training_profile_ = false;
 };
 
 }  // namespace zenith::detail

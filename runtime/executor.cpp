@@ -109,11 +109,11 @@ c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector
   return {};
 }
 
-c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs) {
-  return nest_outputs(plan.graph.output_structure, execute_flat(plan, inputs));
+c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs, StepTimer* timer) {
+  return nest_outputs(plan.graph.output_structure, execute_flat(plan, inputs, timer));
 }
 
-std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs) {
+std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs, StepTimer* timer) {
   const auto& graph = plan.graph;
   // The graph holds the casts autocast made when it was traced; autocast must not cast again.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
@@ -123,9 +123,12 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Ten
   std::vector<at::Tensor> values(graph.values.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
-  for (const auto& step : plan.steps) {
+  for (std::size_t index = 0; index < plan.steps.size(); ++index) {
+    const auto& step = plan.steps[index];
+    if (timer != nullptr) timer->before(index, step);
     if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values);
     else run_host_step(step, values);
+    if (timer != nullptr) timer->after(step);
     for (int id : step.release_after) values[id].reset();
   }
   std::vector<at::Tensor> flat;

@@ -81,6 +81,15 @@ struct CompileOptions {
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
   /// eagerly and log why once. When false, throw a zenith::Error instead.
   bool fallback_to_eager = true;
+  /// Folder for replay profiles; empty writes none. Overridden by ZENITH_PROFILE_DIR. Each plan's
+  /// first `profile_calls` runs are timed step by step (host time, and device time from events on
+  /// the step's stream) and written, after each profiled run, to one trace per signature,
+  /// "<name>-<signature hash>.trace.json" beside its dump's name, which Perfetto and
+  /// chrome://tracing open (docs/profiling.md). A profiled run first waits for the work already
+  /// queued on its device, so profile a few calls, not a whole job. Training calls are not profiled.
+  std::string profile_dir;
+  /// Runs of each plan that a profile records (with profile_dir). At least 1.
+  int profile_calls = 3;
   /// Name used in logs and dump file names.
   std::string name = "module";
   /// Largest tensor constant, in bytes, whose data a dump writes (larger ones are written as
