@@ -1,6 +1,7 @@
 // zenith-inspect run as a user would: on dumps written here, good and broken.
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -262,6 +263,35 @@ TEST_F(InspectTest, ReplayMatchesTheInterpreter) {
   EXPECT_NE(run.output.find("1 of 1 outputs match"), std::string::npos) << run.output;
 }
 
+TEST_F(InspectTest, ReplayTraceWritesASpanPerStepOfEachRun) {
+  auto trace_file = path("replay.trace.json");
+  auto run = inspect({"replay", good_dump(), "--path", ZENITH_PLUGIN_DIR, "--trace", trace_file, "--runs", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("profile: 2 runs of 4 steps written to " + trace_file), std::string::npos) << run.output;
+  auto trace = read_json_file(trace_file);
+  std::size_t runs = 0;
+  std::map<std::size_t, int> spans_per_step;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    if (event.at("cat") == "run") {
+      ++runs;
+    } else {
+      EXPECT_EQ(event.at("cat"), "cpu");
+      EXPECT_EQ(event.at("tid"), 0) << "CPU kernels have no device track";
+      ++spans_per_step[event.at("args").at("step").get<std::size_t>()];
+    }
+  }
+  EXPECT_EQ(runs, 2u);
+  // One group per node in this dump: relu, add, mul, relu.
+  EXPECT_EQ(spans_per_step, (std::map<std::size_t, int>{{0, 2}, {1, 2}, {2, 2}, {3, 2}})) << trace.dump(1);
+}
+
+TEST_F(InspectTest, ReplayRunsWithoutTraceIsAUsageError) {
+  auto run = inspect({"replay", good_dump(), "--runs", "2"}, Streams::Stderr);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--trace"), std::string::npos) << run.output;
+}
+
 TEST_F(InspectTest, ReplayReportsOutputsThatDiffer) {
   auto run = inspect({"replay", good_dump(), "--path", ZENITH_WRONG_PLUGIN});
   EXPECT_EQ(run.exit_code, 1) << run.output;
@@ -368,7 +398,7 @@ TEST(InspectUsage, HelpPrintsUsageAndSucceeds) {
 TEST(InspectUsage, BadCommandLinesPrintUsageOnStderr) {
   const std::vector<std::vector<std::string>> bad = {
       {}, {"frobnicate"}, {"summary", "a.json", "b.json"}, {"dot", "a.json", "-o"},
-      {"replay", "a.json", "--seed", "minus-one"}};
+      {"replay", "a.json", "--seed", "minus-one"}, {"replay", "a.json", "--trace", "t.json", "--runs", "0"}};
   for (const auto& arguments : bad) {
     auto stderr_text = run_tool(kInspect, arguments, Streams::Stderr);
     EXPECT_EQ(stderr_text.exit_code, 2) << stderr_text.output;

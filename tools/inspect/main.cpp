@@ -35,14 +35,16 @@ commands:
                                when they differ (compile times are shown, never compared)
   plugins [--path P ...]       every backend plugin candidate: where it was found, loaded or
                                skipped and why (also spelled --plugins; honours ZENITH_PLUGIN_PATH)
-  replay DUMP [--seed N] [--path P ...]
+  replay DUMP [--seed N] [--path P ...] [--trace OUT.json [--runs N]]
                                runs the optimized graph through the backends and through the
                                reference interpreter on random inputs of the recorded types and
                                devices, and compares the outputs (exit 1 when some differ).
                                Floating-point inputs are drawn from randn; integer inputs (token
                                ids, indices) from {0, 1} and bool inputs at random, which keeps
                                every index in range but may not exercise what a model means
-                               by them.
+                               by them. --trace then runs the plan N more times (default 3),
+                               timing each step on the host and its device, and writes a profile
+                               that ui.perfetto.dev and chrome://tracing open.
 
 DUMP is a JSON file written to ZENITH_DUMP_DIR (CompileOptions::dump_dir).
 exit status: 0 success, 1 replay outputs differ or the dumps differ, 2 bad usage or an unreadable dump
@@ -103,11 +105,26 @@ std::uint64_t parse_seed(const std::string& text) {
   throw UsageError("--seed expects a non-negative integer, got '" + text + "'");
 }
 
+int parse_runs(const std::string& text) {
+  std::size_t used = 0;
+  try {
+    auto runs = std::stoi(text, &used);
+    if (used == text.size() && runs >= 1) return runs;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--runs expects a positive integer, got '" + text + "'");
+}
+
 int run_replay(const CommandLine& line) {
   expect_positionals(line, 1, "DUMP");
   ReplayOptions options;
   if (auto seed = line.last("--seed")) options.seed = parse_seed(*seed);
   options.plugin_paths = line.all("--path");
+  if (auto trace = line.last("--trace")) options.trace_path = *trace;
+  if (auto runs = line.last("--runs")) {
+    if (options.trace_path.empty()) throw UsageError("--runs counts the runs of a profile: give --trace OUT.json too");
+    options.trace_runs = parse_runs(*runs);
+  }
   const auto& file = line.positionals[0];
   auto dump = load_dump(file);
   try {
@@ -124,7 +141,7 @@ const std::map<std::string, Command>& commands() {
       {"dot", {{{"-o", "--output"}, {}}, run_dot}},
       {"diff", {{}, run_diff}},
       {"plugins", {{{"--path"}, {}}, run_plugins}},
-      {"replay", {{{"--seed", "--path"}, {}}, run_replay}},
+      {"replay", {{{"--seed", "--path", "--trace", "--runs"}, {}}, run_replay}},
   };
   return table;
 }

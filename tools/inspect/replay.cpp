@@ -6,6 +6,7 @@
 #include "common/random_tensors.h"
 #include "common/tensor_compare.h"
 #include "runtime/executor.h"
+#include "runtime/replay_profile.h"
 #include "core/interpreter.h"
 #include "core/plugin_loader.h"
 #include "passes/lowering.h"
@@ -76,16 +77,34 @@ void flatten(const ir::OutputStructure& structure, const c10::IValue& nested, st
   for (std::size_t i = 0; i < structure.elements.size(); ++i) flatten(structure.elements[i], elements.at(i), flat);
 }
 
-std::vector<at::Tensor> run_plan(const ir::Graph& graph, const ReplayOptions& options, std::ostream& out) {
+Plan make_plan(const ir::Graph& graph, const ReplayOptions& options, std::ostream& out) {
   CompileReport report;
   auto backends = order_backends(discover_backends(options.plugin_paths), {});
   auto plan = passes::lower_to_plan(graph, backends, report);
   std::string placement;
   for (const auto& [backend, count] : report.nodes_per_backend) placement += fmt::format(", {}: {}", backend, count);
   out << fmt::format("plan: {} steps ({} host nodes{})\n", plan.steps.size(), report.host_nodes, placement);
-  std::vector<at::Tensor> flat(graph.outputs.size());
-  flatten(graph.output_structure, execute(plan, make_inputs(graph, options.seed)), flat);
+  return plan;
+}
+
+std::vector<at::Tensor> run_plan(const Plan& plan, const ReplayOptions& options) {
+  std::vector<at::Tensor> flat(plan.graph.outputs.size());
+  flatten(plan.graph.output_structure, execute(plan, make_inputs(plan.graph, options.seed)), flat);
   return flat;
+}
+
+// The checked run came first: it loaded the kernels, so the timed runs show a steady state.
+void profile_plan(const Plan& plan, const std::string& module, const ReplayOptions& options, std::ostream& out) {
+  ReplayProfile profile(module);
+  auto inputs = make_inputs(plan.graph, options.seed);
+  for (int run = 1; run <= options.trace_runs; ++run) {
+    StepTimer timer(profile.origin());
+    execute(plan, inputs, &timer);
+    profile.add_run(plan, timer.finish(), fmt::format("replay run {}", run));
+  }
+  profile.write(options.trace_path);
+  out << fmt::format("profile: {} runs of {} steps written to {} (open it in ui.perfetto.dev or chrome://tracing)\n",
+                     options.trace_runs, plan.steps.size(), options.trace_path);
 }
 
 bool report_output(std::size_t index, const at::Tensor& actual, const at::Tensor& expected, std::ostream& out) {
@@ -108,11 +127,13 @@ int replay(const Dump& dump, const ReplayOptions& options, std::ostream& out) {
                      dump.module_name.empty() ? "(unnamed)" : dump.module_name, graph.nodes.size(),
                      graph.inputs.size(), graph.outputs.size(), options.seed);
   note_integer_inputs(graph, out);
-  auto actual = run_plan(graph, options, out);
+  auto plan = make_plan(graph, options, out);
+  auto actual = run_plan(plan, options);
   auto expected = ir::interpret(graph, make_inputs(graph, options.seed));
   std::size_t matching = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) matching += report_output(i, actual[i], expected[i], out) ? 1 : 0;
   out << fmt::format("{} of {} outputs match the reference interpreter\n", matching, expected.size());
+  if (!options.trace_path.empty()) profile_plan(plan, dump.module_name.empty() ? "replay" : dump.module_name, options, out);
   return matching == expected.size() ? 0 : 1;
 }
 
