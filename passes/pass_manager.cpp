@@ -1,5 +1,9 @@
 #include "passes/pass_manager.h"
 
+#include <map>
+
+#include <fmt/format.h>
+
 #include "core/elapsed.h"
 #include "core/log.h"
 #include "core/verifier.h"
@@ -9,6 +13,32 @@
 #include "passes/fusion.h"
 
 namespace zenith::passes {
+namespace {
+
+std::map<std::string, std::int64_t> op_counts(const ir::Graph& graph) {
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& node : graph.nodes) ++counts[node.op];
+  return counts;
+}
+
+// What a pass did, for ZENITH_LOG=debug: its counters and the ops it removed or added, e.g.
+// " [folded=3]; -2 aten::mul, -1 aten::add, +1 aten::addmm".
+std::string describe_effect(const PassReport& report, const std::map<std::string, std::int64_t>& before,
+                            const std::map<std::string, std::int64_t>& after) {
+  std::string counters;
+  for (const auto& [name, count] : report.counters) counters += fmt::format("{}{}={}", counters.empty() ? "" : " ", name, count);
+  std::string ops;
+  auto note = [&](const std::string& op, std::int64_t change) {
+    if (change != 0) ops += fmt::format("{}{:+d} {}", ops.empty() ? "" : ", ", change, op);
+  };
+  for (const auto& [op, count] : before) note(op, (after.count(op) ? after.at(op) : 0) - count);
+  for (const auto& [op, count] : after) {
+    if (!before.count(op)) note(op, count);
+  }
+  return (counters.empty() ? "" : " [" + counters + "]") + (ops.empty() ? "; no op added or removed" : "; " + ops);
+}
+
+}  // namespace
 
 void PassManager::add(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
 
@@ -18,6 +48,8 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
     PassReport report;
     report.name = pass->name();
     report.nodes_before = static_cast<std::int64_t>(graph.nodes.size());
+    const bool debug = log::level() <= LogLevel::Debug;
+    const auto ops_before = debug ? op_counts(graph) : std::map<std::string, std::int64_t>{};
     auto start = Clock::now();
     pass->run(graph, report);
     report.milliseconds = ms_since(start);
@@ -27,8 +59,10 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
     } catch (const Error& error) {
       throw Error("pass '" + report.name + "' left an invalid graph: " + error.what());
     }
-    log::debug("pass {}: {} -> {} nodes in {:.3f} ms", report.name, report.nodes_before, report.nodes_after,
-               report.milliseconds);
+    if (debug) {
+      log::debug("pass {}: {} -> {} nodes in {:.3f} ms{}", report.name, report.nodes_before, report.nodes_after,
+                 report.milliseconds, describe_effect(report, ops_before, op_counts(graph)));
+    }
     reports.push_back(std::move(report));
   }
   return reports;

@@ -38,6 +38,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   }
   if (capture.unsupported.empty()) capture.unsupported = capture::find_unseen_data(access_, args, state, capture);
   report.capture_ms = ms_since(start);
+  if (capture.unsupported.empty()) {
+    log::info("{}: capture: {} nodes in {:.1f} ms", options_.name, capture.graph.nodes.size(), report.capture_ms);
+  }
   auto entry = std::make_shared<Entry>();
   auto finish_report = [&] {
     report.plan_cache = stats_;
@@ -85,6 +88,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     }
   }
   double probe_ms = ms_since(probe_start);
+  if (!dims.empty() && static_reason.empty()) {
+    log::info("{}: probes: {} captures at other sizes in {:.1f} ms", options_.name, probes.size(), probe_ms);
+  }
 
   report.nodes_captured = static_cast<std::int64_t>(capture.graph.nodes.size());
   Dump dump;
@@ -160,14 +166,24 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   return Compiled{entry, capture.result};
 }
 
-std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport& report) const {
+std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport& report, const std::string& part) const {
+  // One line per phase as it ends: a long compile shows where it is. Probes are many and alike.
+  auto phase = [&](const std::string& text) {
+    if (part.rfind("probe", 0) == 0) log::debug("{}: {}{}", options_.name, part + " ", text);
+    else log::info("{}: {}{}", options_.name, part.empty() ? "" : part + " ", text);
+  };
   auto passes_start = Clock::now();
+  const auto captured = graph.nodes.size();
   report.passes = passes::PassManager::default_pipeline(options_).run(graph);
   report.passes_ms = ms_since(passes_start);
   report.nodes_final = static_cast<std::int64_t>(graph.nodes.size());
+  phase(fmt::format("passes: {} -> {} nodes in {:.1f} ms", captured, graph.nodes.size(), report.passes_ms));
   auto lowering_start = Clock::now();
   auto plan = std::make_shared<Plan>(passes::lower_to_plan(std::move(graph), backends_, report, backend_options_));
   report.backend_ms = ms_since(lowering_start);
+  phase(fmt::format("backends: {} kernel launches, {} host views; {} kernels compiled, {} from a cache, in {:.1f} ms",
+                    report.groups, report.host_nodes, report.kernels_compiled, report.kernel_cache_hits,
+                    report.backend_ms));
   return plan;
 }
 

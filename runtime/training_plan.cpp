@@ -62,7 +62,7 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   training->forward = optimize_and_lower(std::move(graph), report);
   auto backward_start = Clock::now();
   CompileReport backward_report;
-  auto backward_plan = optimize_and_lower(std::move(backward.graph), backward_report);
+  auto backward_plan = optimize_and_lower(std::move(backward.graph), backward_report, "backward");
   const auto saved_count = backward.saved.size();
   for (std::size_t k = 0; k < training->output_gradients.size(); ++k) {
     training->gradient_types.push_back(backward_plan->graph.value(backward_plan->graph.inputs[saved_count + k]).type);
