@@ -3,6 +3,8 @@
 #include <memory>
 #include <mutex>
 
+#include <ATen/TracerMode.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
@@ -30,6 +32,12 @@ class UnfusedForward {
 
  private:
   void build() {
+    // Building runs TorchScript's graph optimizations (constant pooling compares tensor constants
+    // with aten::equal, constant propagation runs ops on constants). None of that is the forward,
+    // and it happens inside the first capture: neither the tracer nor the capture's detector of
+    // data read into C++ may see it (it made every Hugging Face model "read data" on its first call).
+    at::tracer::impl::NoTracerDispatchMode no_tracing;
+    at::RecordFunctionGuard no_observers(/*is_enabled=*/false);
     auto& forward = torch::jit::toGraphFunction(module_.get_method("forward").function());
     auto graph = forward.graph()->copy();
     // Submodule calls would otherwise run through each submodule's own (fusing) executor.
@@ -37,6 +45,7 @@ class UnfusedForward {
     schema_ = std::make_unique<c10::FunctionSchema>(forward.getSchema());
     function_ = std::make_unique<torch::jit::GraphFunction>(forward.qualname(), std::move(graph), nullptr,
                                                             torch::jit::ExecutorExecutionMode::SIMPLE);
+    function_->get_executor();  // optimizes the graph now, under the guards above
   }
 
   torch::jit::Module module_;
