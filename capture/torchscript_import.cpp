@@ -1,5 +1,6 @@
 #include "capture/torchscript_import.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <variant>
 
@@ -21,8 +22,14 @@ struct ConstantSlot { ir::ArgValue value; };
 struct ListSlot { std::vector<std::optional<int>> ids; };
 struct PendingListSlot { std::size_t node_index; };  // a Tensor[] result not yet unpacked
 struct TupleSlot;
-using Slot = std::variant<TensorSlot, ConstantSlot, ListSlot, PendingListSlot, std::shared_ptr<TupleSlot>>;
+struct DictSlot;
+using Slot = std::variant<TensorSlot, ConstantSlot, ListSlot, PendingListSlot, std::shared_ptr<TupleSlot>,
+                          std::shared_ptr<DictSlot>>;
 struct TupleSlot { std::vector<Slot> elements; };
+struct DictSlot {  // string keys, in insertion order
+  std::vector<std::string> keys;
+  std::vector<Slot> values;
+};
 
 std::string where(const Node* node) {
   std::ostringstream text;
@@ -47,6 +54,31 @@ ir::TensorType tensor_type(const Value* value, const Node* node) {
   result.device = *type->device();
   result.requires_grad = type->requiresGrad().value_or(false);
   return result;
+}
+
+bool complete_tensor_type(const Value* value) {
+  auto type = value->type()->cast<c10::TensorType>();
+  return type && type->scalarType() && type->sizes().concrete_sizes() && type->strides().concrete_sizes() &&
+         type->device();
+}
+
+// The type of a result nothing reads and the tracer could not type: an undefined tensor, an optional
+// result the op did not compute (attention weights nobody asked for). An empty tensor on the op's
+// device, which nothing reads and the dispatcher plugins leave alone.
+ir::TensorType unread_result_type(const Node* node) {
+  ir::TensorType type;
+  type.dtype = at::kFloat;
+  type.sizes = {0};
+  type.strides = {1};
+  type.device = at::Device(at::kCPU);
+  for (const Value* input : node->inputs()) {
+    auto input_type = input->type()->cast<c10::TensorType>();
+    if (input_type && input_type->device()) {
+      type.device = *input_type->device();
+      break;
+    }
+  }
+  return type;
 }
 
 std::optional<ir::ArgValue> constant_arg(const c10::IValue& value) {
@@ -102,6 +134,9 @@ class Importer {
     if (kind == c10::prim::ListUnpack) return import_list_unpack(node);
     if (kind == c10::prim::TupleConstruct) return import_tuple(node);
     if (kind == c10::prim::TupleUnpack) return import_tuple_unpack(node);
+    if (kind == c10::prim::TupleIndex) return import_index(node);
+    if (kind == c10::prim::DictConstruct) return import_dict(node);
+    if (kind == c10::aten::__getitem__) return import_index(node);
     if (node->maybeSchema() == nullptr) {
       throw Error(fmt::format(
           "capture: `{}` is not an ATen operator with a schema; Zenith cannot compile it (it runs eagerly)", where(node)));
@@ -210,6 +245,62 @@ class Importer {
     for (std::size_t i = 0; i < node->outputs().size(); ++i) slots_[node->outputs()[i]] = (*tuple)->elements.at(i);
   }
 
+  void import_dict(const Node* node) {
+    auto dict = std::make_shared<DictSlot>();
+    for (std::size_t i = 0; i + 1 < node->inputs().size(); i += 2) {
+      const auto* key = std::get_if<ConstantSlot>(&slot(node->inputs()[i], node));
+      const auto* text = key ? std::get_if<std::string>(&key->value) : nullptr;
+      if (!text) {
+        throw Error(fmt::format("capture: the dict `{}` has a key that is not a constant string; Zenith holds dicts "
+                                "with string keys (as Hugging Face models return)",
+                                where(node)));
+      }
+      dict->keys.push_back(*text);
+      dict->values.push_back(slot(node->inputs()[i + 1], node));
+    }
+    slots_[node->output()] = dict;
+  }
+
+  // `aten::__getitem__` and `prim::TupleIndex` on a tuple, a tensor list or a dict, with a constant
+  // index or key. On anything else (a list of sizes, say) it is an ordinary op.
+  void import_index(const Node* node) {
+    const Slot& container = slot(node->inputs()[0], node);
+    const auto* index = std::get_if<ConstantSlot>(&slot(node->inputs()[1], node));
+    auto fail = [&](const std::string& why) {
+      throw Error(fmt::format("capture: `{}` {}; Zenith indexes tuples, lists and dicts with constants", where(node), why));
+    };
+    if (!index) fail("takes an index computed at run time");
+    if (const auto* dict = std::get_if<std::shared_ptr<DictSlot>>(&container)) {
+      const auto* key = std::get_if<std::string>(&index->value);
+      if (!key) fail("indexes a dict with a key that is not a string");
+      auto found = std::find((*dict)->keys.begin(), (*dict)->keys.end(), *key);
+      if (found == (*dict)->keys.end()) fail("reads the key '" + *key + "', which the dict does not hold");
+      slots_[node->output()] = (*dict)->values[found - (*dict)->keys.begin()];
+      return;
+    }
+    const auto* position = std::get_if<std::int64_t>(&index->value);
+    if (!position) fail("indexes with something that is not an integer");
+    auto element = [&](std::size_t size) {
+      std::int64_t at = *position < 0 ? *position + static_cast<std::int64_t>(size) : *position;
+      if (at < 0 || at >= static_cast<std::int64_t>(size)) {
+        fail(fmt::format("reads element {} of {}", *position, size));
+      }
+      return static_cast<std::size_t>(at);
+    };
+    if (const auto* tuple = std::get_if<std::shared_ptr<TupleSlot>>(&container)) {
+      slots_[node->output()] = (*tuple)->elements[element((*tuple)->elements.size())];
+      return;
+    }
+    if (const auto* list = std::get_if<ListSlot>(&container)) {
+      const auto& id = list->ids[element(list->ids.size())];
+      if (id) slots_[node->output()] = TensorSlot{*id};
+      else slots_[node->output()] = ConstantSlot{ir::NoneArg{}};
+      return;
+    }
+    if (node->kind() == c10::aten::__getitem__ && node->maybeSchema() != nullptr) return import_op(node);
+    fail("indexes something that is neither a tuple, a tensor list nor a dict");
+  }
+
   ir::ArgValue argument(const Value* value, const Node* node) {
     const Slot& s = slot(value, node);
     if (const auto* tensor = std::get_if<TensorSlot>(&s)) return ir::ValueRef{tensor->id};
@@ -236,7 +327,9 @@ class Importer {
     for (const Value* result : node->outputs()) {
       auto kind = result->type()->kind();
       if (kind == c10::TypeKind::TensorType) {
-        int id = graph_.add_value(tensor_type(result, node), ir::ValueRole::Intermediate);
+        const bool unread = result->uses().empty() && !complete_tensor_type(result);
+        int id = graph_.add_value(unread ? unread_result_type(node) : tensor_type(result, node),
+                                  ir::ValueRole::Intermediate);
         out.outputs.push_back(id);
         slots_[result] = TensorSlot{id};
       } else if (kind == c10::TypeKind::ListType && node->outputs().size() == 1) {
@@ -276,7 +369,22 @@ class Importer {
       }
       return;
     }
-    throw Error("capture: forward returns " + what + "; Zenith supports a Tensor, a tuple or a list of tensors");
+    if (const auto* dict = std::get_if<std::shared_ptr<DictSlot>>(&s)) {
+      structure.kind = ir::OutputStructure::Kind::Dict;
+      structure.keys = (*dict)->keys;
+      for (const auto& value : (*dict)->values) {
+        structure.elements.emplace_back();
+        flatten_output(value, structure.elements.back(), what);
+      }
+      return;
+    }
+    if (const auto* constant = std::get_if<ConstantSlot>(&s)) {
+      structure.kind = ir::OutputStructure::Kind::Constant;
+      structure.constant = constant->value;
+      return;
+    }
+    throw Error("capture: forward returns " + what +
+                "; Zenith returns tensors, constants, and tuples, lists and string-keyed dicts of them");
   }
 
   void import_outputs(const torch::jit::Graph& source) {

@@ -33,6 +33,8 @@ bool is_optional_tensor_list(const c10::Argument& argument) {
 
 }  // namespace
 
+c10::IValue box_constant(const ArgValue& value) { return std::visit(Boxer{}, value); }
+
 AtenCall::AtenCall(const Node& node) : node_(node) {
   auto handle = c10::Dispatcher::singleton().findSchema({node.op, node.overload});
   if (!handle) {
@@ -47,7 +49,7 @@ AtenCall::AtenCall(const Node& node) : node_(node) {
                           "The graph was written for another LibTorch version or is corrupt.");
   }
   for (std::size_t i = 0; i < arguments.size(); ++i) {
-    constants_.push_back(std::visit(Boxer{}, node.args[i].value));
+    constants_.push_back(box_constant(node.args[i].value));
     optional_tensor_list_.push_back(is_optional_tensor_list(arguments[i]));
   }
 }

@@ -12,6 +12,10 @@
 
 namespace zenith::ir {
 
+/// A constant argument (or a constant output) as the IValue a boxed kernel takes; None for
+/// references to tensor values, which are bound at run time.
+c10::IValue box_constant(const ArgValue& value);
+
 /// A node bound to its operator, with its constant arguments already boxed. Cheap to run many times.
 class AtenCall {
  public:

@@ -66,15 +66,21 @@ struct Node {
 
 /// How the flat graph outputs are put back together into what forward returned.
 struct OutputStructure {
-  enum class Kind { Tensor, Tuple, List };
+  enum class Kind { Tensor, Tuple, List, Dict, Constant };
   Kind kind = Kind::Tensor;
   /// Kind::Tensor: the index into Graph::outputs.
   int index = 0;
-  /// Kind::Tuple / Kind::List: the elements.
+  /// Kind::Tuple / Kind::List / Kind::Dict: the elements (a dict's values, in insertion order).
   std::vector<OutputStructure> elements;
+  /// Kind::Dict: one string key per element (Hugging Face models return dicts).
+  std::vector<std::string> keys;
+  /// Kind::Constant: a value forward returned that no tensor computes (None, a bool, an int, a
+  /// double or a string); returned as it is at every call.
+  ArgValue constant = NoneArg{};
 
   bool operator==(const OutputStructure& other) const {
-    return kind == other.kind && index == other.index && elements == other.elements;
+    return kind == other.kind && index == other.index && elements == other.elements && keys == other.keys &&
+           constant == other.constant;
   }
 };
 

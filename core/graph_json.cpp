@@ -70,7 +70,23 @@ struct ArgWriter {
 };
 
 json structure_to_json(const OutputStructure& structure) {
-  if (structure.kind == OutputStructure::Kind::Tensor) return json{{"tensor", structure.index}};
+  switch (structure.kind) {
+    case OutputStructure::Kind::Tensor: return json{{"tensor", structure.index}};
+    case OutputStructure::Kind::Constant: {
+      json value = json::object();
+      std::visit(ArgWriter{value}, structure.constant);
+      return json{{"constant", value}};
+    }
+    case OutputStructure::Kind::Dict: {
+      json items = json::array();
+      for (std::size_t i = 0; i < structure.elements.size(); ++i) {
+        items.push_back(json{{"key", structure.keys.at(i)}, {"value", structure_to_json(structure.elements[i])}});
+      }
+      return json{{"dict", items}};
+    }
+    case OutputStructure::Kind::Tuple:
+    case OutputStructure::Kind::List: break;
+  }
   json elements = json::array();
   for (const auto& element : structure.elements) elements.push_back(structure_to_json(element));
   return json{{structure.kind == OutputStructure::Kind::Tuple ? "tuple" : "list", elements}};
@@ -154,8 +170,27 @@ OutputStructure read_structure(const json& j, const std::string& path) {
     structure.index = get<int>(j, "tensor", path);
     return structure;
   }
+  if (j.contains("constant")) {
+    structure.kind = OutputStructure::Kind::Constant;
+    structure.constant = read_arg_value(field(j, "constant", path), path + "/constant");
+    if (std::holds_alternative<ValueRef>(structure.constant) || std::holds_alternative<ValueListRef>(structure.constant)) {
+      fail(path + "/constant", "a constant output cannot name values; use 'tensor' for a graph output");
+    }
+    return structure;
+  }
+  if (j.contains("dict")) {
+    structure.kind = OutputStructure::Kind::Dict;
+    const auto& items = field(j, "dict", path);
+    if (!items.is_array()) fail(path + "/dict", "expected an array of {\"key\": ..., \"value\": ...}");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto item_path = fmt::format("{}/dict/{}", path, i);
+      structure.keys.push_back(get<std::string>(items[i], "key", item_path));
+      structure.elements.push_back(read_structure(field(items[i], "value", item_path), item_path + "/value"));
+    }
+    return structure;
+  }
   bool tuple = j.contains("tuple");
-  if (!tuple && !j.contains("list")) fail(path, "expected 'tensor', 'tuple' or 'list'");
+  if (!tuple && !j.contains("list")) fail(path, "expected 'tensor', 'tuple', 'list', 'dict' or 'constant'");
   structure.kind = tuple ? OutputStructure::Kind::Tuple : OutputStructure::Kind::List;
   const auto& elements = field(j, tuple ? "tuple" : "list", path);
   if (!elements.is_array()) fail(path, "expected an array of elements");

@@ -17,6 +17,16 @@ void check_structure(const OutputStructure& structure, std::size_t outputs, std:
     seen[structure.index] = true;
     return;
   }
+  if (structure.kind == OutputStructure::Kind::Dict) {
+    if (structure.keys.size() != structure.elements.size()) {
+      fail(fmt::format("output dict has {} keys for {} values", structure.keys.size(), structure.elements.size()));
+    }
+    for (std::size_t i = 0; i < structure.keys.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (structure.keys[i] == structure.keys[j]) fail(fmt::format("output dict repeats the key '{}'", structure.keys[i]));
+      }
+    }
+  }
   for (const auto& element : structure.elements) check_structure(element, outputs, seen);
 }
 

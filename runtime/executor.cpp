@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -8,6 +9,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <fmt/format.h>
 
+#include "core/aten_call.h"
 #include "core/dlpack_view.h"
 #include "zenith/error.h"
 
@@ -105,6 +107,19 @@ c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector
       for (const auto& element : structure.elements) elements.push_back(nest_outputs(element, flat).toTensor());
       return c10::IValue(elements);
     }
+    case ir::OutputStructure::Kind::Dict: {
+      // Dict[str, Tensor] as TorchScript types the dicts Hugging Face models return, when every
+      // value is a tensor.
+      bool tensors = std::all_of(structure.elements.begin(), structure.elements.end(),
+                                 [](const auto& e) { return e.kind == ir::OutputStructure::Kind::Tensor; });
+      c10::impl::GenericDict dict(c10::StringType::get(), tensors ? c10::TypePtr(c10::TensorType::get())
+                                                                   : c10::TypePtr(c10::AnyType::get()));
+      for (std::size_t i = 0; i < structure.elements.size(); ++i) {
+        dict.insert(structure.keys.at(i), nest_outputs(structure.elements[i], flat));
+      }
+      return dict;
+    }
+    case ir::OutputStructure::Kind::Constant: return ir::box_constant(structure.constant);
   }
   return {};
 }

@@ -57,6 +57,39 @@ TEST(GraphJson, RoundTripKeepsEverything) {
   for (std::size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(at::equal(want[k], got[k]));
 }
 
+TEST(GraphJson, DictAndConstantOutputsRoundTrip) {
+  GraphBuilder b;
+  int x = b.input({2, 3});
+  int r = b.op("aten::relu", "", {value("self", x)});
+  auto g = b.finish({r, x});
+  // {"hidden": outputs[0], "extra": (outputs[1], None, 3)}, as a Hugging Face model returns.
+  OutputStructure none_element;
+  none_element.kind = OutputStructure::Kind::Constant;
+  OutputStructure three = none_element;
+  three.constant = std::int64_t{3};
+  OutputStructure extra{OutputStructure::Kind::Tuple, 0, {{OutputStructure::Kind::Tensor, 1, {}}, none_element, three}};
+  g.output_structure = OutputStructure{OutputStructure::Kind::Dict, 0, {{OutputStructure::Kind::Tensor, 0, {}}, extra}};
+  g.output_structure.keys = {"hidden", "extra"};
+  auto text = to_json(g, GraphKind::Graph);
+  EXPECT_EQ(text["output_structure"]["dict"][0]["key"], "hidden");
+  EXPECT_EQ(text["output_structure"]["dict"][1]["value"]["tuple"][1]["constant"]["none"], true);
+  auto back = from_json(parse_json(text.dump(), "round trip"));
+  EXPECT_TRUE(back.output_structure == g.output_structure);
+  expect_same(g, back);
+
+  auto repeated = text;
+  repeated["output_structure"]["dict"][1]["key"] = "hidden";
+  EXPECT_NE(error_of(repeated.dump()).find("repeats the key 'hidden'"), std::string::npos) << error_of(repeated.dump());
+  auto keyless = text;
+  keyless["output_structure"]["dict"][0].erase("key");
+  EXPECT_NE(error_of(keyless.dump()).find("/output_structure/dict/0: missing 'key'"), std::string::npos)
+      << error_of(keyless.dump());
+  auto named = text;
+  named["output_structure"]["dict"][1]["value"]["tuple"][1]["constant"] = {{"value", 0}};
+  EXPECT_NE(error_of(named.dump()).find("a constant output cannot name values"), std::string::npos)
+      << error_of(named.dump());
+}
+
 TEST(GraphJson, IntegersAndDoublesStayApart) {
   GraphBuilder b;
   int x = b.input({2}, at::kLong);
