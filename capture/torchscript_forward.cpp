@@ -2,15 +2,43 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include <ATen/TracerMode.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 namespace zenith::capture {
 namespace {
+
+// prim::NumToTensor makes its tensor without the dispatcher, so a tracer running the graph would
+// take it for a constant of unknown origin, and `aten::Int` of it for a read of unseen data.
+// aten::scalar_tensor makes the same tensor (a CPU scalar of the number's type) through the
+// dispatcher: the trace then shows it computed from a size.
+void trace_numbers_to_tensors(torch::jit::Block* block) {
+  for (auto* node : block->nodes()) {
+    for (auto* inner : node->blocks()) trace_numbers_to_tensors(inner);
+    if (node->kind() != c10::prim::NumToTensor) continue;
+    auto* number = node->input();
+    std::optional<c10::ScalarType> dtype;
+    if (number->type()->kind() == c10::TypeKind::IntType) dtype = c10::kLong;
+    if (number->type()->kind() == c10::TypeKind::FloatType) dtype = c10::kDouble;
+    if (number->type()->kind() == c10::TypeKind::BoolType) dtype = c10::kBool;
+    if (!dtype) continue;  // a Scalar of unknown type: left as it is
+    torch::jit::WithInsertPoint here(node);
+    auto* tensor = block->owningGraph()->insert(c10::aten::scalar_tensor, {number},
+                                                {torch::jit::NamedValue("dtype", *dtype)});
+    tensor->setType(node->output()->type());
+    node->output()->replaceAllUsesWith(tensor);
+  }
+  // Dead now; removed once the walk is done.
+  for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
+    if (it->kind() == c10::prim::NumToTensor && !it->hasUses()) it.destroyCurrent();
+  }
+}
 
 // Built on first use: most compiled modules that fall back to eager or hit the plan cache never
 // need it, and building it copies and inlines the whole module graph.
@@ -42,10 +70,14 @@ class UnfusedForward {
     auto graph = forward.graph()->copy();
     // Submodule calls would otherwise run through each submodule's own (fusing) executor.
     torch::jit::Inline(*graph);
+    trace_numbers_to_tensors(graph->block());
     schema_ = std::make_unique<c10::FunctionSchema>(forward.getSchema());
     function_ = std::make_unique<torch::jit::GraphFunction>(forward.qualname(), std::move(graph), nullptr,
                                                             torch::jit::ExecutorExecutionMode::SIMPLE);
-    function_->get_executor();  // optimizes the graph now, under the guards above
+    // The executor optimizes its graph and builds its plan on the first run; do that now, under the
+    // guards above (the simple executor's plan does not depend on the inputs).
+    torch::jit::Stack no_inputs;
+    function_->get_executor().getPlanFor(no_inputs);
   }
 
   torch::jit::Module module_;

@@ -1,6 +1,7 @@
 #include "capture/tracer_capture.h"
 
 #include <set>
+#include <unordered_set>
 
 #include <ATen/record_function.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -15,35 +16,81 @@ namespace zenith::capture {
 namespace {
 
 // Ops that copy tensor data into a C++ value (`.item()`, `at::equal`). The tracer records none of
-// them, yet the forward may branch or size tensors on the value: such a trace holds only for this
-// call's data and must not be replayed. A thread-local observer on the dispatcher sees them.
+// them, yet the forward may branch or size tensors on the value: such a trace holds only for the
+// values read. A thread-local observer on the dispatcher sees them.
 bool reads_data_into_cpp(const char* op) {
   static const std::set<std::string> ops = {"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero",
                                             "aten::equal"};
   return ops.count(op) > 0;
 }
 
+// Empty when the tracer saw `tensor` computed from constants alone: no graph input (an argument, a
+// parameter) and no random op among its ancestors. Its value then follows from the call's
+// signature (sizes become constants in a trace), so reading it into C++ is evaluating it at
+// capture, as TorchScript's `aten::Int(prim::NumToTensor(aten::size(x)))` does. Otherwise what it
+// depends on.
+std::string data_dependence(const at::Tensor& tensor) {
+  auto state = torch::jit::tracer::getTracingState();
+  if (!state || !tensor.defined() || !state->hasValue(tensor)) return "a tensor the tracer never saw computed";
+  const torch::jit::Value* read = state->getValue(tensor);
+  std::vector<const torch::jit::Node*> pending{read->node()};
+  std::unordered_set<const torch::jit::Node*> seen;
+  while (!pending.empty()) {
+    const auto* node = pending.back();
+    pending.pop_back();
+    if (!seen.insert(node).second) continue;
+    if (node->kind() == c10::prim::Param) return "a graph input (an argument, a parameter or a buffer)";
+    if (node->isNondeterministic()) return std::string("random numbers (") + node->kind().toQualString() + ")";
+    for (const auto* input : node->inputs()) pending.push_back(input->node());
+  }
+  return "";
+}
+
 class DataReadDetector {
  public:
   DataReadDetector() {
-    seen().clear();
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(&DataReadDetector::on_op).scopes({at::RecordScope::FUNCTION}));
+    reads() = {};
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&DataReadDetector::on_op)
+                                             .needsInputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
   }
   ~DataReadDetector() { at::removeCallback(handle_); }
   DataReadDetector(const DataReadDetector&) = delete;
   DataReadDetector& operator=(const DataReadDetector&) = delete;
 
-  /// The first data-reading op seen on this thread since construction, or empty.
-  std::string first() const { return seen(); }
+  /// The first op since construction that read data the trace does not compute from constants, and
+  /// what that data depends on; or empty.
+  std::string first_unseen() const { return reads().unseen; }
+  /// The ops that read values computed from constants alone, in order (`item` and the
+  /// `_local_scalar_dense` it calls count once).
+  std::vector<std::string> from_constants() const { return reads().from_constants; }
 
  private:
-  static std::string& seen() {
-    thread_local std::string op;
-    return op;
+  struct Reads {
+    std::string unseen;
+    std::vector<std::string> from_constants;
+    const void* last_tensor = nullptr;  // item's own _local_scalar_dense reads the same tensor
+  };
+  static Reads& reads() {
+    thread_local Reads state;
+    return state;
   }
   static std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
-    if (seen().empty() && reads_data_into_cpp(fn.name())) seen() = fn.name();
+    auto& state = reads();
+    if (!state.unseen.empty() || !reads_data_into_cpp(fn.name())) return nullptr;
+    std::string dependence;
+    const void* first = nullptr;
+    for (const auto& input : fn.inputs()) {
+      if (!input.isTensor() || !dependence.empty()) continue;
+      if (!first) first = input.toTensor().unsafeGetTensorImpl();
+      dependence = data_dependence(input.toTensor());
+    }
+    if (!dependence.empty()) {
+      state.unseen = std::string(fn.name()) + " on " + dependence;
+    } else if (first != state.last_tensor || std::string(fn.name()) != "aten::_local_scalar_dense") {
+      state.from_constants.emplace_back(fn.name());
+    }
+    state.last_tensor = first;
     return nullptr;
   }
   at::CallbackHandle handle_;
@@ -80,12 +127,13 @@ Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c1
       std::move(trace_inputs), traced, [](const at::Tensor&) { return std::string(); },
       /*strict=*/false, /*force_outplace=*/false);
   capture.result = outputs.size() == 1 ? outputs[0] : c10::IValue(c10::ivalue::Tuple::create(outputs));
-  if (auto op = data_reads.first(); !op.empty()) {
+  if (auto op = data_reads.first_unseen(); !op.empty()) {
     capture.unsupported = "the forward depends on tensor data the trace cannot see (it called " + op +
-                          ", reading a tensor into a C++ value); a plan would hold only for this call's "
-                          "values, so this signature runs eagerly";
+                          ", reading it into a C++ value); a plan would hold only for this call's values, so this "
+                          "signature runs eagerly";
     return capture;
   }
+  capture.reads_from_sizes = data_reads.from_constants();
   auto graph = tracing_state->graph;
   torch::jit::Inline(*graph);
   // Turn in-place ops on fresh values into their functional forms where that is provably safe;

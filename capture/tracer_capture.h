@@ -22,6 +22,11 @@ struct Capture {
   std::string unsupported;
   /// What the traced forward returned: this call's result.
   c10::IValue result;
+  /// Ops that read into C++ a tensor the trace computed from constants and sizes alone (TorchScript's
+  /// `aten::Int` of a size, a mask's `aten::equal` against a constant), in order. Their values were
+  /// evaluated at capture: the trace holds for this call's exact sizes and non-tensor arguments,
+  /// which the signature guards; it must not become a symbolic plan.
+  std::vector<std::string> reads_from_sizes;
   /// Positions in the call's argument list of the tensor arguments, in graph input order.
   std::vector<int> tensor_arg_positions;
 };

@@ -161,6 +161,19 @@ std::string changed_constant(const ir::Graph& first, const ir::Graph& second) {
                          n, first.nodes[n].qualified_name(), second.nodes[n].qualified_name());
     }
   }
+  // Same sizes, other values: every argument must be the same too. One that differs is a value read
+  // into C++ from data (a count, a threshold) that the trace baked in.
+  for (std::size_t n = 0; n < nodes; ++n) {
+    const auto& a = first.nodes[n].args;
+    const auto& b = second.nodes[n].args;
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      if (a[i].value == b[i].value) continue;
+      return fmt::format("the forward passed other arguments for other argument values (node {}, {}: {} here, {} "
+                         "there): it read tensor data into a C++ value the trace holds as a constant, so a plan would "
+                         "hold for this call's values only",
+                         n, first.nodes[n].qualified_name(), a[i].to_string(), b[i].to_string());
+    }
+  }
   if (first.nodes.size() != second.nodes.size()) {
     return fmt::format("the forward ran {} ops here and {} for other argument values, so its trace holds for this "
                        "call's values only",
@@ -201,7 +214,9 @@ at::Tensor perturbed_copy(const at::Tensor& tensor, std::uint64_t seed) {
 std::string find_unseen_data(const detail::ModuleAccess& access, const std::vector<c10::IValue>& args,
                              const State& state, const Capture& capture) {
   if (auto why = uninitialized_read(capture.graph); !why.empty()) return why;
-  if (capture.graph.constants.empty()) return "";
+  // Tensor constants, and values read into C++ from tensors computed from constants, are what a
+  // second capture on other values checks.
+  if (capture.graph.constants.empty() && capture.reads_from_sizes.empty()) return "";
   std::vector<c10::IValue> perturbed = args;
   std::uint64_t seed = 0x5eed;
   for (int position : capture.tensor_arg_positions) {

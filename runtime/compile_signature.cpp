@@ -39,7 +39,12 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   if (capture.unsupported.empty()) capture.unsupported = capture::find_unseen_data(access_, args, state, capture);
   report.capture_ms = ms_since(start);
   if (capture.unsupported.empty()) {
-    log::info("{}: capture: {} nodes in {:.1f} ms", options_.name, capture.graph.nodes.size(), report.capture_ms);
+    log::info("{}: capture: {} nodes in {:.1f} ms{}", options_.name, capture.graph.nodes.size(), report.capture_ms,
+              capture.reads_from_sizes.empty()
+                  ? std::string()
+                  : fmt::format("; {} values computed from sizes alone were read at capture ({}...), so the plan "
+                                "holds for these exact sizes",
+                                capture.reads_from_sizes.size(), capture.reads_from_sizes.front()));
   }
   auto entry = std::make_shared<Entry>();
   auto finish_report = [&] {
@@ -76,6 +81,13 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   auto probe_start = Clock::now();
   if (!dims.empty()) {
     static_reason = capture::check_dims(args, dims);
+    if (static_reason.empty() && !capture.reads_from_sizes.empty()) {
+      // Their values were read at this call's sizes; no polynomial stands behind them.
+      remember_refusal = true;
+      static_reason = fmt::format("the forward reads {} values computed from sizes into C++ ({}); they hold for "
+                                  "these exact sizes",
+                                  capture.reads_from_sizes.size(), capture.reads_from_sizes.front());
+    }
     if (static_reason.empty()) {
       remember_refusal = true;
       symbol_of = capture::share_symbols(args, dims);

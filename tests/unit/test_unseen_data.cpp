@@ -225,6 +225,40 @@ def forward(self, x):
   EXPECT_GE(fast.report().nodes_captured, 6) << "mul, add, tanh, mul, sigmoid, mul, sub: every op, no constant";
 }
 
+// A value read into C++ that the trace computed from a size alone: evaluated at capture, so the
+// plan holds for this signature's sizes and each new size is captured on its own (no symbolic plan).
+at::Tensor rows_doubled(const at::Tensor& x) {
+  auto rows = (torch::scalar_tensor(x.size(0), at::kLong) * 2).item<std::int64_t>();
+  return x.reshape({rows, -1}).relu() * 3;
+}
+
+TEST(UnseenData, AValueComputedFromSizesIsReadAtCaptureAndHeldBySizes) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  CompileOptions options;
+  options.fallback_to_eager = false;  // must compile
+  auto fast = compile([](at::Tensor x) { return rows_doubled(x); }, options);
+  expect_computed(fast, rows_doubled, {4, 6});
+  expect_computed(fast, rows_doubled, {2, 6});
+  auto report = fast.report();
+  EXPECT_FALSE(report.eager_fallback);
+  EXPECT_NE(report.static_reason.find("reads 1 values computed from sizes into C++ (aten::item)"), std::string::npos)
+      << report.static_reason;
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+  EXPECT_EQ(fast.stats().misses, 2) << "each size is its own plan";
+}
+
+TEST(UnseenData, AValueReadFromAnArgumentStillRunsEagerlyAndSaysWhy) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(4);
+  auto fn = [](at::Tensor x) { return x * (x.sum().item<double>() > 0 ? 2.0 : -1.0); };
+  auto fast = compile(fn);
+  expect_computed(fast, fn, {3, 5});
+  auto report = fast.report();
+  EXPECT_TRUE(report.eager_fallback);
+  EXPECT_NE(report.fallback_reason.find("aten::item on a graph input"), std::string::npos) << report.fallback_reason;
+}
+
 TEST(UnseenData, APerturbedCopyKeepsTheSignatureAndChangesTheValues) {
   torch::manual_seed(7);
   auto x = torch::randn({4, 6}).t();  // transposed: strides kept
