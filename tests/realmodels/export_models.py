@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Builds the real-model suite: small-config, random-weight Hugging Face and torchvision models,
+traced with torch.jit.trace and saved as TorchScript, with a JSON manifest that tells the C++ test
+(tests/realmodels/test_realmodels.cpp) how to make inputs for each.
+
+    export_models.py OUT_DIR [--device cpu|cuda] [--dtype float32|float16] [--only NAME,...]
+
+Weights are random (seeded), never downloaded: the suite tests that Zenith compiles the models
+people bring, not what they compute. Each model is traced on its example inputs and called once
+eagerly before saving, as a user would.
+"""
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import torch
+
+SEQ = 16        # tokens of the traced example
+VOCAB = 512     # every text model's vocabulary
+IMAGE = 64      # pixels a side of the traced example image (ViT and Swin use their own)
+
+
+def text_inputs(batch, seq, with_mask=True):
+    spec = [{"name": "input_ids", "kind": "ids", "shape": [batch, seq], "high": VOCAB}]
+    if with_mask:
+        spec.append({"name": "attention_mask", "kind": "mask", "shape": [batch, seq]})
+    return spec
+
+
+def hf(name, make_config, model_class, with_mask=True, second=(3, 24)):
+    def build():
+        import transformers
+        config = make_config(transformers)
+        config.torchscript = True
+        config.use_cache = False
+        if hasattr(config, "attn_implementation"):
+            config._attn_implementation = "eager"
+        model = getattr(transformers, model_class)(config)
+        return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask)
+    return name, "transformers", build
+
+
+def small(config, **extra):
+    base = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=128, max_position_embeddings=128)
+    base.update(extra)
+    return config(**base)
+
+
+def image_inputs(batch, size):
+    return [{"name": "pixel_values", "kind": "normal", "shape": [batch, 3, size, size]}]
+
+
+def tv(name, make, size=IMAGE, second_batch=3):
+    def build():
+        import torchvision
+        model = make(torchvision.models)
+        return model, image_inputs(2, size), image_inputs(second_batch, size)
+    return name, "torchvision", build
+
+
+MODELS = [
+    hf("hf_bert", lambda t: small(t.BertConfig), "BertModel"),
+    hf("hf_distilbert", lambda t: t.DistilBertConfig(vocab_size=VOCAB, dim=64, n_layers=2, n_heads=2,
+                                                     hidden_dim=128, max_position_embeddings=128),
+       "DistilBertModel"),
+    hf("hf_roberta", lambda t: small(t.RobertaConfig, max_position_embeddings=130), "RobertaModel"),
+    hf("hf_gpt2", lambda t: t.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=128),
+       "GPT2Model"),
+    hf("hf_t5_encoder", lambda t: t.T5Config(vocab_size=VOCAB, d_model=64, d_kv=32, d_ff=128, num_layers=2,
+                                             num_heads=2), "T5EncoderModel"),
+    hf("hf_llama", lambda t: small(t.LlamaConfig, num_key_value_heads=1), "LlamaModel"),
+    hf("hf_qwen2", lambda t: small(t.Qwen2Config, num_key_value_heads=1), "Qwen2Model"),
+    ("hf_vit", "transformers", lambda: hf_vit()),
+    tv("tv_resnet18", lambda m: m.resnet18()),
+    tv("tv_mobilenet_v3_small", lambda m: m.mobilenet_v3_small()),
+    tv("tv_efficientnet_b0", lambda m: m.efficientnet_b0()),
+    tv("tv_convnext_tiny", lambda m: m.convnext_tiny()),
+    tv("tv_regnet_y_400mf", lambda m: m.regnet_y_400mf()),
+    tv("tv_densenet121", lambda m: m.densenet121()),
+    tv("tv_shufflenet_v2", lambda m: m.shufflenet_v2_x0_5()),
+    tv("tv_vit", lambda m: m.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                               hidden_dim=64, mlp_dim=128), size=32),
+    tv("tv_swin", lambda m: m.swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+                                                               num_heads=[2, 4], window_size=[4, 4]), size=64),
+]
+
+
+def hf_vit():
+    import transformers
+    config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=128, image_size=32, patch_size=8)
+    config.torchscript = True
+    config._attn_implementation = "eager"
+    model = transformers.ViTModel(config)
+    return model, image_inputs(2, 32), image_inputs(3, 32)
+
+
+def make_input(spec, device, dtype, generator):
+    shape = spec["shape"]
+    if spec["kind"] == "ids":
+        return torch.randint(0, spec["high"], shape, generator=generator).to(device)
+    if spec["kind"] == "mask":  # traced unpadded; the test pads
+        return torch.ones(shape, dtype=torch.long).to(device)
+    return torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
+
+
+def export(name, library, build, out_dir, device, dtype):
+    torch.manual_seed(0)
+    model, spec, second = build()
+    with torch.no_grad():  # zero-initialised weights (torchvision's ViT head) would hide every difference
+        for parameter in model.parameters():
+            if parameter.dim() >= 2 and not parameter.any():
+                parameter.normal_(0, 0.02)
+    model = model.eval().to(device=device, dtype=dtype)
+    generator = torch.Generator().manual_seed(1)
+    inputs = tuple(make_input(s, device, dtype, generator) for s in spec)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings about Python values: the test compares anyway
+        if library == "transformers":  # by keyword: positions differ between families (GPT-2's second is the cache)
+            traced = torch.jit.trace(model, example_kwarg_inputs={s["name"]: t for s, t in zip(spec, inputs)},
+                                     strict=False, check_trace=False)
+        else:
+            traced = torch.jit.trace(model, inputs, strict=False, check_trace=False)  # the C++ test compares
+        traced(*inputs)  # called once eagerly before it is saved, as a user would
+    path = os.path.join(out_dir, name + ".pt")
+    traced.save(path)
+    return {"name": name, "library": library, "file": name + ".pt", "inputs": spec, "second_inputs": second,
+            "dtype": str(dtype).replace("torch.", ""), "device": device}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    os.makedirs(args.out_dir, exist_ok=True)
+    dtype = getattr(torch, args.dtype)
+    manifest = []
+    for name, library, build in MODELS:
+        if only and name not in only:
+            continue
+        print(f"[realmodels] exporting {name} ({library}, {args.device}, {args.dtype})", file=sys.stderr, flush=True)
+        manifest.append(export(name, library, build, args.out_dir, args.device, dtype))
+    with open(os.path.join(args.out_dir, "manifest.json"), "w") as f:
+        json.dump({"models": manifest}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

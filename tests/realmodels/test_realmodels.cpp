@@ -1,0 +1,231 @@
+// The real-model suite: Hugging Face transformers and torchvision models as users bring them, built
+// with small configs and random weights, traced in Python (tests/realmodels/export_models.py),
+// loaded in C++, called eagerly first as an application does, then compiled and compared against
+// eager on fresh inputs: three calls at the traced sizes (the capture and two plan runs) and two at
+// a second shape (another batch, another sequence length).
+//
+// Eager is ATen's kernels run op by op (capture/torchscript_forward.h), what Zenith traces and must
+// match; the module's own forward may run TorchScript's fusion groups on CUDA, whose rounding
+// differs (tests/gpu/test_torchvision_cuda.cpp says by how much), so its distance from op-by-op
+// eager widens the bound where it is larger.
+//
+// Environment: ZENITH_REALMODELS_DIR (the exporter's folder with manifest.json, required),
+// ZENITH_REALMODELS_ONLY (comma-separated model names), ZENITH_REALMODELS_TABLE (a markdown row per
+// model is appended there: docs/models.md is made from it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <ATen/Context.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "capture/torchscript_forward.h"
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using Flat = std::map<std::string, at::Tensor>;
+
+// Every tensor of a model's output by its path ("last_hidden_state", "[0]", "[1].logits"): a dict
+// must come back a dict with the same keys, a tuple a tuple.
+void flatten(const c10::IValue& value, const std::string& path, Flat& flat) {
+  if (value.isTensor()) {
+    flat[path] = value.toTensor();
+  } else if (value.isGenericDict()) {
+    for (const auto& item : value.toGenericDict()) {
+      flatten(item.value(), path + (path.empty() ? "" : ".") + item.key().toStringRef(), flat);
+    }
+  } else if (value.isTuple() || value.isList()) {
+    auto elements = value.isTuple() ? value.toTupleRef().elements().vec() : value.toListRef().vec();
+    for (std::size_t i = 0; i < elements.size(); ++i) flatten(elements[i], fmt::format("{}[{}]", path, i), flat);
+  } else {
+    flat[path + " (" + value.tagKind() + ")"] = at::Tensor();  // compared by presence
+  }
+}
+
+Flat flat_outputs(const c10::IValue& value) {
+  Flat flat;
+  flatten(value, "", flat);
+  return flat;
+}
+
+// max |got - want| / max |want| over every output; NaN and infinity compared by position.
+double difference(const Flat& got, const Flat& want, std::string& mismatch) {
+  double worst = 0;
+  for (const auto& [path, tensor] : want) {
+    auto found = got.find(path);
+    if (found == got.end()) {
+      mismatch = "no output " + path;
+      return INFINITY;
+    }
+    if (!tensor.defined()) continue;
+    const auto& other = found->second;
+    if (!other.defined() || other.sizes() != tensor.sizes() || other.scalar_type() != tensor.scalar_type()) {
+      mismatch = fmt::format("output {} has another type", path);
+      return INFINITY;
+    }
+    if (!tensor.is_floating_point()) {
+      if (!torch::equal(other, tensor)) return INFINITY;
+      continue;
+    }
+    if (!torch::equal(other.isnan(), tensor.isnan()) || !torch::equal(other.isinf(), tensor.isinf())) return INFINITY;
+    auto finite = tensor.isfinite();
+    if (!finite.any().item<bool>()) continue;
+    worst = std::max(worst, testing::relative_error(other.masked_select(finite).to(at::kDouble),
+                                                    tensor.masked_select(finite).to(at::kDouble)));
+  }
+  if (got.size() != want.size()) {
+    mismatch = fmt::format("{} outputs where eager returns {}", got.size(), want.size());
+    return INFINITY;
+  }
+  return worst;
+}
+
+// Fresh inputs of the manifest's kinds: token ids below the vocabulary, an attention mask whose rows
+// keep a random prefix (padding after it), images from a normal distribution.
+std::vector<c10::IValue> make_inputs(const nlohmann::json& specs, at::Device device, at::ScalarType dtype) {
+  std::vector<c10::IValue> inputs;
+  for (const auto& spec : specs) {
+    std::vector<std::int64_t> shape = spec.at("shape");
+    const std::string kind = spec.at("kind");
+    auto longs = at::TensorOptions().dtype(at::kLong);
+    if (kind == "ids") {
+      inputs.emplace_back(torch::randint(spec.at("high").get<std::int64_t>(), shape, longs).to(device));
+    } else if (kind == "mask") {
+      auto lengths = torch::randint(1, shape.back() + 1, {shape.front(), 1}, longs);
+      inputs.emplace_back((torch::arange(shape.back(), longs).unsqueeze(0) < lengths).to(at::kLong).to(device));
+    } else {
+      inputs.emplace_back(torch::randn(shape).to(device, dtype));
+    }
+  }
+  return inputs;
+}
+
+struct Outcome {
+  std::string model;
+  std::int64_t nodes = 0;
+  std::string eager_reason;  // of the first signature that ran eagerly
+  double worst = 0;          // over every compared call
+  double sensitivity = 0;    // between eager outputs of two inputs
+  double fused_gap = 0;      // between the module's own forward and op-by-op eager
+  double compile_ms = 0;
+  std::string mismatch;
+  std::string error;
+};
+
+double tolerance(const std::string& dtype, at::Device device) {
+  // The CPU plugin runs ATen's own kernels: only constant folding's and reductions' order (thread
+  // counts) move results, by a few float32 roundoffs (1.2e-7) at most through a small network.
+  if (device.is_cpu()) return 1e-5;
+  // CUDA: fused kernels round once where eager rounds after every op (tests/gpu/test_torchvision_cuda.cpp).
+  return dtype == "float16" ? 5e-3 : 1e-3;
+}
+
+Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
+  Outcome outcome;
+  const std::string dtype_name = entry.at("dtype");
+  outcome.model = entry.at("name").get<std::string>() + " " + dtype_name;
+  const at::Device device(entry.at("device").get<std::string>());
+  const auto dtype = dtype_name == "float16" ? at::kHalf : at::kFloat;
+  torch::manual_seed(std::hash<std::string>{}(outcome.model) % 100000);
+  try {
+    torch::NoGradGuard no_grad;
+    auto module = torch::jit::load(dir + "/" + entry.at("file").get<std::string>(), device);
+    module.eval();
+    auto eager = [&](const std::vector<c10::IValue>& inputs) { return module.forward(inputs); };
+    // The application's own calls first: on CUDA, TorchScript fuses from the second one.
+    auto first = flat_outputs(eager(make_inputs(entry.at("inputs"), device, dtype)));
+    for (int call = 0; call < 2; ++call) eager(make_inputs(entry.at("inputs"), device, dtype));
+    auto second = flat_outputs(eager(make_inputs(entry.at("inputs"), device, dtype)));
+    std::string ignored;
+    outcome.sensitivity = difference(second, first, ignored);
+    auto op_by_op = capture::unfused_forward(module);
+    CompileOptions options;
+    options.name = entry.at("name");
+    auto fast = compile(module, options);
+    for (int call = 0; call < 5; ++call) {
+      const char* which = call < 3 ? "inputs" : "second_inputs";
+      auto inputs = make_inputs(entry.at(which), device, dtype);
+      auto want = flat_outputs(op_by_op(inputs));
+      auto fused = flat_outputs(eager(inputs));
+      auto got = flat_outputs(fast(inputs));
+      std::string mismatch;
+      outcome.worst = std::max(outcome.worst, difference(got, want, mismatch));
+      outcome.fused_gap = std::max(outcome.fused_gap, difference(fused, want, ignored));
+      if (!mismatch.empty() && outcome.mismatch.empty()) outcome.mismatch = fmt::format("call {}: {}", call, mismatch);
+      auto report = fast.report();
+      if (call == 0) {
+        outcome.nodes = report.nodes_captured;
+        outcome.compile_ms = report.total_ms;
+      }
+      if (report.eager_fallback && outcome.eager_reason.empty()) {
+        outcome.eager_reason = fmt::format("call {}: {}", call, report.fallback_reason);
+      }
+    }
+    if (fast.stats().eager_calls > 0 && outcome.eager_reason.empty()) {
+      outcome.eager_reason = fmt::format("{} of 5 calls ran eagerly", fast.stats().eager_calls);
+    }
+    if (device.is_cuda()) torch::cuda::synchronize();
+  } catch (const std::exception& error) {
+    outcome.error = error.what();
+  }
+  return outcome;
+}
+
+TEST(RealModels, CompileAndMatchEagerOnFreshInputsAndASecondShape) {
+  const char* dir = std::getenv("ZENITH_REALMODELS_DIR");
+  ASSERT_NE(dir, nullptr) << "set ZENITH_REALMODELS_DIR to the folder of tests/realmodels/export_models.py";
+  std::ifstream file(std::string(dir) + "/manifest.json");
+  ASSERT_TRUE(file) << "no manifest.json in " << dir;
+  auto manifest = nlohmann::json::parse(file);
+  // As eager runs them by default on CUDA; the bound covers fused kernels' other rounding order.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  std::string only = std::getenv("ZENITH_REALMODELS_ONLY") ? std::getenv("ZENITH_REALMODELS_ONLY") : "";
+  auto wanted = [&](const std::string& name) {
+    return only.empty() || ("," + only + ",").find("," + name + ",") != std::string::npos;
+  };
+  std::ostringstream table;
+  int checked = 0, conclusive = 0;
+  for (const auto& entry : manifest.at("models")) {
+    if (!wanted(entry.at("name"))) continue;
+    const at::Device device(entry.at("device").get<std::string>());
+    if (device.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "the models were exported for CUDA";
+    auto outcome = check_model(entry, dir);
+    const double bound = std::max(tolerance(entry.at("dtype"), device), 2 * outcome.fused_gap);
+    ++checked;
+    EXPECT_TRUE(outcome.error.empty()) << outcome.model << ": " << outcome.error;
+    EXPECT_TRUE(outcome.mismatch.empty()) << outcome.model << ": " << outcome.mismatch;
+    EXPECT_LE(outcome.worst, bound) << outcome.model << " differs from eager on fresh inputs";
+    EXPECT_TRUE(outcome.eager_reason.empty()) << outcome.model << " ran eagerly: " << outcome.eager_reason;
+    // A stale output would be off by about the sensitivity: where that is below the bound, this
+    // model's comparison could not show one.
+    conclusive += outcome.sensitivity > 2 * bound;
+    table << fmt::format("| {} | {} | {} | {:.1e} | {:.1e} | {:.0f} | {} |\n", outcome.model, outcome.nodes,
+                         outcome.eager_reason.empty() ? "compiled" : "eager", outcome.worst, outcome.sensitivity,
+                         outcome.compile_ms, outcome.error.empty() ? outcome.eager_reason.substr(0, 200)
+                                                                   : "ERROR " + outcome.error.substr(0, 200));
+    std::printf("%s: %lld nodes, %s, worst %.2e (bound %.1e), sensitivity %.2e, fused gap %.2e, first call %.0f ms%s%s\n",
+                outcome.model.c_str(), static_cast<long long>(outcome.nodes),
+                outcome.eager_reason.empty() ? "compiled" : "EAGER", outcome.worst, bound, outcome.sensitivity,
+                outcome.fused_gap, outcome.compile_ms, outcome.eager_reason.empty() ? "" : ": ",
+                outcome.eager_reason.c_str());
+    std::fflush(stdout);
+  }
+  EXPECT_GT(checked, 0) << "no model matched ZENITH_REALMODELS_ONLY=" << only;
+  EXPECT_GT(conclusive, 0) << "no model's output depended on its input more than the bound";
+  if (const char* path = std::getenv("ZENITH_REALMODELS_TABLE")) std::ofstream(path, std::ios::app) << table.str();
+}
+
+}  // namespace
+}  // namespace zenith
