@@ -13,9 +13,15 @@ import argparse
 import json
 import os
 import sys
+import time
 import warnings
 
-import torch
+# Nothing is downloaded: without these, transformers may try the network (and wait for its
+# timeouts on a machine that has none).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
 
 SEQ = 16        # tokens of the traced example
 VOCAB = 512     # every text model's vocabulary
@@ -145,8 +151,10 @@ def main():
     for name, library, build in MODELS:
         if only and name not in only:
             continue
-        print(f"[realmodels] exporting {name} ({library}, {args.device}, {args.dtype})", file=sys.stderr, flush=True)
+        started = time.time()
         manifest.append(export(name, library, build, args.out_dir, args.device, dtype))
+        print(f"[realmodels] exported {name} ({library}, {args.device}, {args.dtype}) in {time.time() - started:.1f} s",
+              file=sys.stderr, flush=True)
     with open(os.path.join(args.out_dir, "manifest.json"), "w") as f:
         json.dump({"models": manifest}, f, indent=1)
     return 0
