@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "runtime/engine.h"
+#include "runtime/script_module_slots.h"
 #include "capture/torchscript_forward.h"
 #include "core/log.h"
 #include "zenith/compile.h"
@@ -99,12 +100,15 @@ CompiledModule<c10::IValue(std::vector<c10::IValue>)> compile(torch::jit::Module
   access.arity = static_cast<int>(schema.arguments().size()) - 1;  // without self
   access.forward = [module](const std::vector<c10::IValue>& args) mutable { return module.forward(args); };
   access.trace_forward = capture::unfused_forward(module);
-  access.state = [module]() {
+  auto slots = std::make_shared<detail::ScriptModuleSlots>(module);
+  access.state = [module, slots]() {
+    slots->record();
     std::vector<std::pair<std::string, at::Tensor>> state;
     for (const auto& item : module.named_parameters(true)) state.emplace_back(item.name, item.value);
     for (const auto& item : module.named_buffers(true)) state.emplace_back(item.name, item.value);
     return state;
   };
+  access.state_unchanged = [slots]() { return slots->unchanged(); };
   access.is_training = [module]() { return module.is_training(); };
   // A forward on std::vector<IValue> is called with the vector itself.
   auto engine = detail::make_engine(std::move(access), std::move(options));

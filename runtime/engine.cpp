@@ -26,6 +26,13 @@ std::vector<at::Tensor> tensors_of(const std::vector<std::pair<std::string, at::
   return tensors;
 }
 
+// Whether `tensor` still has `type` (set_data or resize_ in place keeps the tensor and changes it).
+bool keeps_type(const at::Tensor& tensor, const ir::TensorType& type) {
+  if (!tensor.defined()) return true;  // it cannot become defined in place: its slot changes
+  return tensor.scalar_type() == type.dtype && tensor.device() == type.device && tensor.sizes() == type.sizes &&
+         tensor.strides() == type.strides && tensor.requires_grad() == type.requires_grad;
+}
+
 // The autocast regions enabled on this thread, e.g. "cuda:bfloat16" (empty: none).
 std::string autocast_regions() {
   std::string regions;
@@ -57,6 +64,24 @@ void Engine::check_arguments(const std::vector<c10::IValue>& args) const {
   }
 }
 
+std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state_ && access_.state_unchanged && access_.state_unchanged()) {
+    bool same = true;
+    for (std::size_t i = 0; i < state_->tensors.size() && same; ++i) same = keeps_type(state_->tensors[i], state_->types[i]);
+    if (same) return state_;
+  }
+  auto snapshot = std::make_shared<StateSnapshot>();
+  if (access_.state) snapshot->state = access_.state();
+  snapshot->tensors = tensors_of(snapshot->state);
+  for (const auto& tensor : snapshot->tensors) {
+    snapshot->types.push_back(tensor.defined() ? type_of(tensor) : ir::TensorType{});
+  }
+  snapshot->fingerprint = state_fingerprint(snapshot->tensors);
+  state_ = snapshot;
+  return state_;
+}
+
 c10::IValue Engine::call(std::vector<c10::IValue> args) {
   check_arguments(args);
   if (options_.disable) {
@@ -64,7 +89,8 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     ++stats_.eager_calls;
     return run_eager(args);
   }
-  auto state = access_.state ? access_.state() : std::vector<std::pair<std::string, at::Tensor>>{};
+  const auto snapshot = current_state();
+  const State& state = snapshot->state;
   const bool training = needs_gradients(args, state);
   if (auto why = eager_reason(training); !why.empty()) {
     {
@@ -74,7 +100,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     }
     return run_eager(args);
   }
-  auto signature = make_signature(args, tensors_of(state), access_.is_training ? access_.is_training() : false);
+  auto signature = make_signature(args, snapshot->fingerprint, access_.is_training ? access_.is_training() : false);
   std::shared_ptr<const Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -52,6 +52,17 @@ class Engine {
 
   using State = std::vector<std::pair<std::string, at::Tensor>>;
 
+  /// The module's parameters and buffers as a call sees them, read by name only when they changed.
+  struct StateSnapshot {
+    State state;
+    std::vector<at::Tensor> tensors;     // state's tensors, in order
+    std::vector<ir::TensorType> types;   // and their types when read
+    std::size_t fingerprint = 0;         // state_fingerprint(tensors)
+  };
+  /// The current snapshot: the last one while access_.state_unchanged() says so and every tensor
+  /// keeps its type, else read anew. Takes mutex_.
+  std::shared_ptr<const StateSnapshot> current_state();
+
   /// Captures, optimizes and lowers a signature. With `dims`, also captures at probe sizes and fits
   /// a symbolic plan over them (or reports why not in the report's static_reason).
   Compiled compile_signature(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
@@ -125,6 +136,7 @@ class Engine {
   };
   std::unordered_map<std::size_t, ProfileSlot> profiles_;  // by signature hash
   bool told_training_profile_ = false;
+  std::shared_ptr<const StateSnapshot> state_;  // current_state()'s last read
 };
 
 }  // namespace zenith::detail

@@ -69,7 +69,19 @@ std::string Signature::describe_change(const Signature& previous) const {
   return changes.empty() ? "nothing" : fmt::format("{}", fmt::join(changes, "; "));
 }
 
+std::size_t state_fingerprint(const std::vector<at::Tensor>& state) {
+  std::size_t seed = state.size();
+  for (const auto& tensor : state) {
+    if (tensor.defined()) seed = hash_type(seed, type_of(tensor));
+  }
+  return seed;
+}
+
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training) {
+  return make_signature(args, state_fingerprint(state), training);
+}
+
+Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state_fingerprint, bool training) {
   Signature signature;
   signature.grad_mode = at::GradMode::is_enabled();
   signature.training = training;
@@ -95,12 +107,8 @@ Signature make_signature(const std::vector<c10::IValue>& args, const std::vector
     }
     signature.args.push_back(std::move(entry));
   }
-  std::size_t state_seed = state.size();
-  for (const auto& tensor : state) {
-    if (tensor.defined()) state_seed = hash_type(state_seed, type_of(tensor));
-  }
-  signature.state_fingerprint = state_seed;
-  signature.hash = c10::hash_combine(seed, state_seed);
+  signature.state_fingerprint = state_fingerprint;
+  signature.hash = c10::hash_combine(seed, state_fingerprint);
   return signature;
 }
 

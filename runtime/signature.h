@@ -39,6 +39,11 @@ struct Signature {
 /// Reads the signature of a call; throws zenith::Error for an argument that is neither a tensor,
 /// a bool, an integer nor a double.
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training);
+/// As above, with the parameters' fingerprint already computed (`state_fingerprint(state)`).
+Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state_fingerprint, bool training);
+
+/// A hash of the dtypes, sizes, strides and devices of a module's parameters and buffers.
+std::size_t state_fingerprint(const std::vector<at::Tensor>& state);
 
 struct SignatureHash {
   std::size_t operator()(const Signature& signature) const { return signature.hash; }

@@ -47,6 +47,12 @@ struct ModuleAccess {
   /// `forward`). A TorchScript module's graph executor may run parts of its graph as fused kernels
   /// the tracer cannot see; this runs every op through the dispatcher instead.
   std::function<c10::IValue(const std::vector<c10::IValue>&)> trace_forward = nullptr;
+  /// Whether the parameters and buffers `state` returned last are still the module's, held where
+  /// they were (none replaced, none added), or empty (`state` is then read at every call). It must
+  /// be much cheaper than `state`: a TorchScript module's named_parameters walks every submodule by
+  /// name. Tensors resized or moved in place are noticed all the same: the engine compares their
+  /// types at every call.
+  std::function<bool()> state_unchanged = nullptr;
 };
 
 class Engine;

@@ -232,6 +232,48 @@ TEST(Capture, TorchScriptModuleFromAFile) {
   EXPECT_THROW(fast({torch::randn({3, 4})}), Error);
 }
 
+TEST(Capture, TorchScriptParametersReplacedBetweenCallsAreSeen) {
+  // A call does not read a TorchScript module's parameters by name again while they stay where
+  // they were; one replaced (setattr), in the module or a submodule, or resized in place, is seen.
+  torch::manual_seed(12);
+  torch::jit::Module inner("Inner");
+  inner.register_parameter("w", torch::randn({4, 4}), false);
+  inner.define(R"(
+    def forward(self, x):
+        return torch.matmul(x, self.w)
+  )");
+  torch::jit::Module outer("Outer");
+  outer.register_module("inner", inner);
+  outer.register_buffer("shift", torch::randn({4}));
+  outer.define(R"(
+    def forward(self, x):
+        return torch.relu(self.inner.forward(x) + self.shift)
+  )");
+  outer.eval();
+  torch::NoGradGuard no_grad;
+  auto fast = compile(outer, strict());
+  auto check = [&](const std::string& when) {
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto x = torch::randn({3, 4});
+      // A four-term product: rounding of order 1e-7.
+      EXPECT_TRUE(torch::allclose(fast({x}).toTensor(), outer.forward({x}).toTensor(), 1e-5, 1e-6))
+          << when << ", " << call_name(call);
+    }
+  };
+  check("as compiled");
+  outer.setattr("shift", torch::randn({4}));
+  check("a buffer replaced");
+  inner.setattr("w", torch::randn({4, 4}));
+  check("a submodule's parameter replaced");
+  auto other = inner.deepcopy();
+  other.setattr("w", torch::randn({4, 4}));
+  outer.register_module("inner", other);
+  check("a submodule replaced");
+  outer.attr("shift").toTensor().set_data(torch::randn({1}));
+  check("a buffer resized in place");
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
 TEST(Capture, GradientsGoThroughACompiledBackward) {
   torch::manual_seed(9);
   TwoHeads model;

@@ -1,0 +1,36 @@
+#include "runtime/script_module_slots.h"
+
+namespace zenith::detail {
+
+void ScriptModuleSlots::record() {
+  slots_.clear();
+  shapes_.clear();
+  record(module_._ivalue());
+  recorded_ = true;
+}
+
+void ScriptModuleSlots::record(const c10::intrusive_ptr<c10::ivalue::Object>& object) {
+  const auto& type = object->type();
+  shapes_.push_back(Shape{object.get(), type->numAttributes()});
+  for (std::size_t i = 0; i < type->numAttributes(); ++i) {
+    const auto& value = object->getSlot(i);
+    auto class_type = type->getAttribute(i)->cast<c10::ClassType>();
+    const bool submodule = class_type && class_type->is_module() && value.isObject();
+    if (!submodule && !type->is_parameter(i) && !type->is_buffer(i)) continue;
+    slots_.push_back(Slot{object.get(), i, value});
+    if (submodule) record(value.toObject());
+  }
+}
+
+bool ScriptModuleSlots::unchanged() const {
+  if (!recorded_) return false;
+  for (const auto& shape : shapes_) {
+    if (shape.object->type()->numAttributes() != shape.attributes) return false;
+  }
+  for (const auto& slot : slots_) {
+    if (!slot.object->getSlot(slot.index).isSameIdentity(slot.held)) return false;
+  }
+  return true;
+}
+
+}  // namespace zenith::detail
