@@ -7,7 +7,8 @@
 // --tokens feeds token ids below VOCAB and an all-ones attention mask (a Hugging Face text model,
 // traced with those two inputs); --image one standard-normal image batch. Each mode runs R
 // repetitions of N calls after a warm-up, each repetition ended by a device synchronization, and
-// prints the median microseconds per call and its excess over the direct call.
+// prints the median microseconds per call and its excess over the direct call. The modes' repetitions
+// are interleaved.
 //
 // The eager signature is a real fallback: the compiled module is allowed only a backend that
 // cannot run the model's device (cpu for a CUDA model, jit_cuda for a CPU one), so the capture's
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,23 +84,33 @@ std::vector<c10::IValue> inputs_of(const Args& args, const at::Device& device) {
   return {torch::randn(args.image).to(device, dtype)};
 }
 
-template <typename Call>
-double median_us_per_call(const Args& args, const at::Device& device, Call call) {
+// Median microseconds per call of each of `calls`, their repetitions interleaved (direct, hit,
+// eager, direct, ...) so that a drift of clocks or of the machine's load reaches all alike.
+std::vector<double> median_us_per_call(const Args& args, const at::Device& device,
+                                       const std::vector<std::function<void()>>& calls) {
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
-  for (int i = 0; i < 10; ++i) call();
-  sync();
-  std::vector<double> per_call;
-  for (int rep = 0; rep < args.reps; ++rep) {
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < args.calls; ++i) call();
-    sync();
-    per_call.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-                       args.calls);
+  for (const auto& call : calls) {
+    for (int i = 0; i < 10; ++i) call();
   }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
+  sync();
+  std::vector<std::vector<double>> per_call(calls.size());
+  for (int rep = 0; rep < args.reps; ++rep) {
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < args.calls; ++i) calls[k]();
+      sync();
+      per_call[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+                            args.calls);
+    }
+  }
+  std::vector<double> medians;
+  for (auto& times : per_call) {
+    std::sort(times.begin(), times.end());
+    medians.push_back(times[times.size() / 2]);
+  }
+  return medians;
 }
 
 int run(int argc, char** argv) {
@@ -120,9 +132,9 @@ int run(int argc, char** argv) {
   unplannable.log_level = zenith::LogLevel::Error;  // its fallback warning is expected
   auto eager = zenith::compile(module, unplannable);
 
-  const double direct = median_us_per_call(args, device, [&] { module.forward(inputs); });
-  const double hit = median_us_per_call(args, device, [&] { fast(inputs); });
-  const double fallback = median_us_per_call(args, device, [&] { eager(inputs); });
+  auto medians = median_us_per_call(args, device, {[&] { module.forward(inputs); }, [&] { fast(inputs); },
+                                                    [&] { eager(inputs); }});
+  const double direct = medians[0], hit = medians[1], fallback = medians[2];
   if (fast.stats().eager_calls > 0) throw std::runtime_error("the planned module ran eagerly: " + fast.report().fallback_reason);
   if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
 
