@@ -22,6 +22,12 @@ std::string CompileReport::to_string() const {
   }
   text += fmt::format("  plan: {} kernel launches ({}), {} view nodes on the host\n", groups,
                       per_backend.empty() ? "none" : per_backend, host_nodes);
+  if (!graph_breaks.empty()) {
+    text += fmt::format("  graph breaks: {} nodes run eagerly between kernels ({} of {} nodes in kernels):\n",
+                        graph_breaks.size(), nodes_final - host_nodes - static_cast<std::int64_t>(graph_breaks.size()),
+                        nodes_final - host_nodes);
+    for (const auto& line : graph_breaks) text += fmt::format("    {}\n", line);
+  }
   text += fmt::format("  kernels: {} compiled, {} from a cache, {} groups need no compile\n", kernels_compiled,
                       kernel_cache_hits, groups_without_compile);
   text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,

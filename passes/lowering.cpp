@@ -6,6 +6,9 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "core/log.h"
 #include "passes/partition.h"
 
 namespace zenith::passes {
@@ -63,12 +66,22 @@ Plan lower_to_plan(ir::Graph graph, const std::vector<const Backend*>& backends,
     step.nodes = item.group.nodes;
     for (int id : group.outputs) step.output_types.push_back(group.value(id).type);
     if (item.backend == nullptr) {
+      const auto& node = graph.nodes[item.group.nodes.at(0)];
       step.kind = Step::Kind::Host;
-      step.backend = "host";
-      step.host_call = std::make_shared<ir::AtenCall>(graph.nodes[item.group.nodes.at(0)]);
+      step.backend = item.eager ? "eager" : "host";
+      step.host_call = std::make_shared<ir::AtenCall>(node);
       // A host step binds every result of its node, not only those read later.
-      step.outputs = graph.nodes[item.group.nodes.at(0)].outputs;
-      report.host_nodes += 1;
+      step.outputs = node.outputs;
+      if (item.eager) {
+        step.declined = item.declined;
+        std::string why;
+        for (const auto& line : item.declined) why += (why.empty() ? "" : "; ") + line;
+        report.graph_breaks.push_back(fmt::format("{}: {}", node.qualified_name(), why.empty() ? "no backend" : why));
+        log::info("graph break: {} runs eagerly between kernels, as no backend claims it ({})", node.qualified_name(),
+                  why.empty() ? "no backend is loaded" : why);
+      } else {
+        report.host_nodes += 1;
+      }
     } else {
       step.kind = Step::Kind::Kernel;
       step.backend = item.backend->name();

@@ -1,5 +1,6 @@
 #include "passes/partition.h"
 
+#include <algorithm>
 #include <queue>
 #include <set>
 
@@ -46,6 +47,7 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
   }
 
   std::vector<PlacedGroup> placed;
+  std::string first_unclaimed;
   auto place_single = [&](int n) {
     PlacedGroup single;
     single.group = ir::extract_group(graph, {n}, consumers);
@@ -56,9 +58,12 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
     single.group_json = ir::to_json(single.group.graph, ir::GraphKind::Group, 0).dump();
     single.backend = claim(backends, single.group_json, single.declined);
     if (single.backend == nullptr) {
-      throw Error(fmt::format("no backend can run node {} `{}`{}{}", n, ir::node_to_text(graph, graph.nodes[n]),
-                              backends.empty() ? "\n  no backend is loaded (see zenith-inspect --plugins)" : "",
-                              reasons_text(single.declined)));
+      single.eager = true;
+      if (first_unclaimed.empty()) {
+        first_unclaimed = fmt::format("no backend can run node {} `{}`{}{}", n, ir::node_to_text(graph, graph.nodes[n]),
+                                      backends.empty() ? "\n  no backend is loaded (see zenith-inspect --plugins)" : "",
+                                      reasons_text(single.declined));
+      }
     }
     placed.push_back(std::move(single));
   };
@@ -83,6 +88,9 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
       for (int member : groups[g]) place_single(member);
     }
   }
+  // Graph breaks between kernels, yes; a plan of nothing but breaks is eager with extra steps.
+  const bool any_kernel = std::any_of(placed.begin(), placed.end(), [](const PlacedGroup& p) { return p.backend; });
+  if (!first_unclaimed.empty() && !any_kernel) throw Error(first_unclaimed);
   return placed;
 }
 

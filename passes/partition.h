@@ -13,8 +13,11 @@ namespace zenith::passes {
 /// One placed group.
 struct PlacedGroup {
   ir::Group group;
-  /// Null for host-run view nodes.
+  /// Null for nodes the host runs: views, and graph breaks (`eager`).
   const Backend* backend = nullptr;
+  /// A node no backend claims: the host runs it through the ATen dispatcher as eager does, between
+  /// the kernels before and after it (a graph break). `declined` says why each backend refused.
+  bool eager = false;
   /// The group's IR JSON, as the backend was asked (empty for host nodes).
   std::string group_json;
   /// Why each backend of higher priority than `backend` declined the group: "name: reason".
@@ -22,8 +25,9 @@ struct PlacedGroup {
 };
 
 /// Places the nodes of `graph`: nodes sharing a Node::fusion_group are offered as one group, the
-/// others alone. Throws zenith::Error naming the node and every backend's reason when no backend
-/// can run a node. The result is in no particular order: see order_steps.
+/// others alone. A node no backend claims becomes a graph break (`PlacedGroup::eager`); when no
+/// node at all is claimed, throws zenith::Error naming the first and every backend's reason. The
+/// result is in no particular order: see order_steps.
 std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<const Backend*>& backends);
 
 /// Orders placed groups so that each runs after the groups producing its inputs (ties by first

@@ -134,6 +134,10 @@ struct CompileReport {
   std::vector<PassReport> passes;            ///< per pass, in order
   std::int64_t groups = 0;                   ///< kernels the plan launches
   std::int64_t host_nodes = 0;               ///< view nodes the host runs itself (no kernel)
+  /// Graph breaks: nodes no backend claims, which run eagerly through the ATen dispatcher between
+  /// the plan's kernels, each as "op: why each backend declined". The plan's other nodes run in
+  /// kernels; a signature whose every node would break runs wholly eagerly instead.
+  std::vector<std::string> graph_breaks;
   std::map<std::string, std::int64_t> nodes_per_backend;  ///< IR nodes each backend runs
   std::int64_t kernels_compiled = 0;         ///< kernels compiled by backends for this plan
   std::int64_t kernel_cache_hits = 0;        ///< kernels a backend served from its cache

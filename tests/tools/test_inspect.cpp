@@ -159,6 +159,16 @@ TEST_F(InspectTest, SummarySaysWhyAGroupWentToItsBackend) {
   EXPECT_TRUE(lines_containing(text, "step 1 ran on").empty()) << "nobody declined step 1:\n" << text;
 }
 
+TEST_F(InspectTest, SummaryListsGraphBreaks) {
+  auto dump = dump_of(relu_add_graph(), "ReluAdd");
+  EXPECT_TRUE(lines_containing(inspect({"summary", write_dump("plain.json", dump)}).output, "graph breaks").empty());
+  dump.report.graph_breaks = {"aten::add.Tensor: cpu: not today"};
+  auto run = inspect({"summary", write_dump("breaks.json", dump)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(lines_containing(run.output, "graph breaks: 1 nodes run eagerly between kernels").size(), 1u) << run.output;
+  EXPECT_EQ(lines_containing(run.output, "  aten::add.Tensor: cpu: not today").size(), 1u) << run.output;
+}
+
 TEST_F(InspectTest, DiffOfADumpWithItselfFindsNothing) {
   auto file = good_dump();
   auto run = inspect({"diff", file, file});

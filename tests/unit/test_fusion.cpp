@@ -233,6 +233,41 @@ TEST(FusionEndToEnd, AGroupOneBackendDeclinesGoesWholeToTheNext) {
   for (const auto& why : declined) EXPECT_EQ(why.find("cpu: "), std::string::npos) << why;
 }
 
+TEST(FusionEndToEnd, ANodeNoBackendClaimsIsAGraphBreakBetweenKernels) {
+  torch::manual_seed(13);
+  torch::NoGradGuard no_grad;
+  // Only the example plugin may run anything: it takes the elementwise chains before and after the
+  // matrix product, which no backend claims and runs eagerly between them, and not the cumulative
+  // sum after them. The tolerance: the example plugin's ulps (above) through a product of 16 terms
+  // and a sum of 16 of order one, 1e-5.
+  auto fn = [](at::Tensor x, at::Tensor y, at::Tensor w) {
+    return (torch::sigmoid(torch::relu(x) * y).matmul(w).tanh() + y).cumsum(1);
+  };
+  auto options = with_example_plugin();
+  options.backends = {"example"};
+  const auto folder = std::filesystem::temp_directory_path() / ("zenith-break-" + std::to_string(::getpid()));
+  options.dump_dir = folder.string();
+  auto fast = compile(fn, options);
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto x = torch::randn({8, 16}), y = torch::randn({8, 16}), w = torch::randn({16, 16});
+    EXPECT_TRUE(torch::allclose(fast(x, y, w), fn(x, y, w), 1e-5, 1e-5)) << call_name(call);
+  }
+  auto report = fast.report();
+  EXPECT_FALSE(report.eager_fallback) << report.fallback_reason;
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+  EXPECT_EQ(report.nodes_per_backend.at("example"), 5) << "relu, mul, sigmoid, then tanh, add";
+  ASSERT_EQ(report.graph_breaks.size(), 2u) << report.to_string();
+  EXPECT_EQ(report.graph_breaks[0].rfind("aten::matmul: example: ", 0), 0u) << report.graph_breaks[0];
+  EXPECT_EQ(report.graph_breaks[1].rfind("aten::cumsum: example: ", 0), 0u) << report.graph_breaks[1];
+  EXPECT_NE(report.to_string().find("graph breaks: 2 nodes run eagerly between kernels"), std::string::npos)
+      << report.to_string();
+  auto dump = dump_from_json(read_json_file(report.dump_path));
+  zenith::testing::remove_folder(folder);
+  EXPECT_EQ(dump.report.graph_breaks, report.graph_breaks);
+  auto eager_steps = std::count_if(dump.steps.begin(), dump.steps.end(), [](const auto& s) { return s.backend == "eager"; });
+  EXPECT_EQ(eager_steps, 2);
+}
+
 TEST(FusionEndToEnd, ManyKernelsCompileTogetherAndRunInOrder) {
   torch::NoGradGuard no_grad;
   // Twelve fused chains, each cut off from the next by a flip: 24 kernels compiled at once by the

@@ -73,6 +73,10 @@ void write_times(const CompileReport& report, std::ostream& out) {
   if (!report.symbolic.empty()) out << fmt::format("symbolic: {} (probes {:.3f} ms)\n", report.symbolic, report.probe_ms);
   if (!report.static_reason.empty()) out << fmt::format("static: {}\n", report.static_reason);
   if (report.eager_fallback) out << fmt::format("eager fallback: {}\n", report.fallback_reason);
+  if (!report.graph_breaks.empty()) {
+    out << fmt::format("graph breaks: {} nodes run eagerly between kernels\n", report.graph_breaks.size());
+    for (const auto& line : report.graph_breaks) out << "  " << line << "\n";
+  }
   if (report.backward.compiled) {
     out << fmt::format("backward: {} nodes, {} kernel launches, {} values saved, {} recomputed, {:.3f} ms; {} training "
                        "calls at capture\n",
