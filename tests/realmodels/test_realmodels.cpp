@@ -119,6 +119,8 @@ struct Outcome {
   double sensitivity = 0;    // between eager outputs of two inputs
   double fused_gap = 0;      // between the module's own forward and op-by-op eager
   double compile_ms = 0;
+  double in_kernels = 0;     // fraction of the first plan's non-view nodes in kernels (not graph breaks)
+  std::size_t breaks = 0;
   std::string mismatch;
   std::string error;
 };
@@ -167,6 +169,11 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
       if (call == 0) {
         outcome.nodes = report.nodes_captured;
         outcome.compile_ms = report.total_ms;
+        outcome.breaks = report.graph_breaks.size();
+        const auto planned = report.nodes_final - report.host_nodes;
+        outcome.in_kernels = report.eager_fallback || planned <= 0
+                                 ? 0.0
+                                 : 1.0 - static_cast<double>(outcome.breaks) / static_cast<double>(planned);
       }
       if (report.eager_fallback && outcome.eager_reason.empty()) {
         outcome.eager_reason = fmt::format("call {}: {}", call, report.fallback_reason);
@@ -208,16 +215,20 @@ TEST(RealModels, CompileAndMatchEagerOnFreshInputsAndASecondShape) {
     EXPECT_TRUE(outcome.mismatch.empty()) << outcome.model << ": " << outcome.mismatch;
     EXPECT_LE(outcome.worst, bound) << outcome.model << " differs from eager on fresh inputs";
     EXPECT_TRUE(outcome.eager_reason.empty()) << outcome.model << " ran eagerly: " << outcome.eager_reason;
+    EXPECT_GE(outcome.in_kernels, 0.95) << outcome.model << ": " << outcome.breaks << " graph breaks";
     // A stale output would be off by about the sensitivity: where that is below the bound, this
     // model's comparison could not show one.
     conclusive += outcome.sensitivity > 2 * bound;
-    table << fmt::format("| {} | {} | {} | {:.1e} | {:.1e} | {:.0f} | {} |\n", outcome.model, outcome.nodes,
-                         outcome.eager_reason.empty() ? "compiled" : "eager", outcome.worst, outcome.sensitivity,
+    table << fmt::format("| {} | {} | {} | {:.1f}% | {} | {:.1e} | {:.1e} | {:.0f} | {} |\n", outcome.model,
+                         outcome.nodes, outcome.eager_reason.empty() ? "compiled" : "eager", 100 * outcome.in_kernels,
+                         outcome.breaks, outcome.worst, outcome.sensitivity,
                          outcome.compile_ms, outcome.error.empty() ? outcome.eager_reason.substr(0, 200)
                                                                    : "ERROR " + outcome.error.substr(0, 200));
-    std::printf("%s: %lld nodes, %s, worst %.2e (bound %.1e), sensitivity %.2e, fused gap %.2e, first call %.0f ms%s%s\n",
+    std::printf("%s: %lld nodes, %s, %.1f%% in kernels (%zu graph breaks), worst %.2e (bound %.1e), sensitivity "
+                "%.2e, fused gap %.2e, first call %.0f ms%s%s\n",
                 outcome.model.c_str(), static_cast<long long>(outcome.nodes),
-                outcome.eager_reason.empty() ? "compiled" : "EAGER", outcome.worst, bound, outcome.sensitivity,
+                outcome.eager_reason.empty() ? "compiled" : "EAGER", 100 * outcome.in_kernels, outcome.breaks,
+                outcome.worst, bound, outcome.sensitivity,
                 outcome.fused_gap, outcome.compile_ms, outcome.eager_reason.empty() ? "" : ": ",
                 outcome.eager_reason.c_str());
     std::fflush(stdout);

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# What Zenith adds to a call (bench_call_overhead), on BERT-base (sequence 128) and ResNet-50
+# (224x224) at batch 1 with random weights, traced with torch.jit.trace as a user would, on CUDA
+# and on the CPU. Needs python3 with torch, torchvision and transformers (the GPU machine's).
+#   bench/call_overhead.sh BUILD_DIR   (after building bench_call_overhead and the plugins there)
+set -uo pipefail
+build="${1:?usage: bench/call_overhead.sh BUILD_DIR}"
+models="$(mktemp -d)"
+devices="cpu"
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && devices="cuda cpu"
+HF_HUB_OFFLINE=1 MODELS="$models" DEVICES="$devices" python3 - <<'PY' >&2
+import os, torch, torchvision, transformers
+torch.manual_seed(0)
+for device in os.environ["DEVICES"].split():
+    config = transformers.BertConfig(); config.torchscript = True; config._attn_implementation = "eager"
+    bert = transformers.BertModel(config).eval().to(device)
+    ids = torch.randint(0, 30522, (1, 128), device=device)
+    mask = torch.ones(1, 128, dtype=torch.long, device=device)
+    resnet = torchvision.models.resnet50().eval().to(device)
+    with torch.no_grad():
+        torch.jit.trace(bert, example_kwarg_inputs={"input_ids": ids, "attention_mask": mask}, strict=False,
+                        check_trace=False).save(f"{os.environ['MODELS']}/bert-{device}.pt")
+        torch.jit.trace(resnet, torch.randn(1, 3, 224, 224, device=device),
+                        check_trace=False).save(f"{os.environ['MODELS']}/resnet50-{device}.pt")
+PY
+echo "| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call |"
+echo "| --- | --- | --- | --- | --- | --- |"
+for device in $devices; do
+  reps="--calls 50 --reps 7"; [ "$device" = cpu ] && reps="--calls 5 --reps 5"
+  "$build/bin/bench_call_overhead" "$models/bert-$device.pt" --tokens 1,128,30522 --device "$device" $reps | tail -1
+  "$build/bin/bench_call_overhead" "$models/resnet50-$device.pt" --image 1,3,224,224 --device "$device" $reps | tail -1
+done
+rm -rf "$models"
