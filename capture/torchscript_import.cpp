@@ -345,7 +345,14 @@ class Importer {
     graph_.nodes.push_back(std::move(out));
   }
 
-  void flatten_output(const Slot& s, ir::OutputStructure& structure, const std::string& what) {
+  void flatten_elements(const std::vector<Slot>& elements, ir::OutputStructure& structure) {
+    for (const auto& element : elements) {
+      structure.elements.emplace_back();
+      flatten_output(element, structure.elements.back());
+    }
+  }
+
+  void flatten_output(const Slot& s, ir::OutputStructure& structure) {
     if (const auto* tensor = std::get_if<TensorSlot>(&s)) {
       structure.kind = ir::OutputStructure::Kind::Tensor;
       structure.index = static_cast<int>(graph_.outputs.size());
@@ -354,10 +361,7 @@ class Importer {
     }
     if (const auto* tuple = std::get_if<std::shared_ptr<TupleSlot>>(&s)) {
       structure.kind = ir::OutputStructure::Kind::Tuple;
-      for (const auto& element : (*tuple)->elements) {
-        structure.elements.emplace_back();
-        flatten_output(element, structure.elements.back(), what);
-      }
+      flatten_elements((*tuple)->elements, structure);
       return;
     }
     if (const auto* list = std::get_if<ListSlot>(&s)) {
@@ -365,17 +369,14 @@ class Importer {
       for (const auto& id : list->ids) {
         if (!id) throw Error("capture: forward returns a list holding None");
         structure.elements.emplace_back();
-        flatten_output(TensorSlot{*id}, structure.elements.back(), what);
+        flatten_output(TensorSlot{*id}, structure.elements.back());
       }
       return;
     }
     if (const auto* dict = std::get_if<std::shared_ptr<DictSlot>>(&s)) {
       structure.kind = ir::OutputStructure::Kind::Dict;
       structure.keys = (*dict)->keys;
-      for (const auto& value : (*dict)->values) {
-        structure.elements.emplace_back();
-        flatten_output(value, structure.elements.back(), what);
-      }
+      flatten_elements((*dict)->values, structure);
       return;
     }
     if (const auto* constant = std::get_if<ConstantSlot>(&s)) {
@@ -383,19 +384,19 @@ class Importer {
       structure.constant = constant->value;
       return;
     }
-    throw Error("capture: forward returns " + what +
-                "; Zenith returns tensors, constants, and tuples, lists and string-keyed dicts of them");
+    throw Error("capture: forward returns something Zenith cannot hold (a tensor list it has not unpacked); "
+                "Zenith returns tensors, constants, and tuples, lists and string-keyed dicts of them");
   }
 
   void import_outputs(const torch::jit::Graph& source) {
     if (source.outputs().size() == 1) {
-      flatten_output(slot(source.outputs()[0], source.return_node()), graph_.output_structure, "something else");
+      flatten_output(slot(source.outputs()[0], source.return_node()), graph_.output_structure);
       return;
     }
     graph_.output_structure.kind = ir::OutputStructure::Kind::Tuple;
     for (const Value* out : source.outputs()) {
       graph_.output_structure.elements.emplace_back();
-      flatten_output(slot(out, source.return_node()), graph_.output_structure.elements.back(), "something else");
+      flatten_output(slot(out, source.return_node()), graph_.output_structure.elements.back());
     }
   }
 

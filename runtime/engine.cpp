@@ -132,8 +132,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   }
   if (entry->plan == nullptr) return run_eager(args);
   if (entry->training) {
-    if (!options_.profile_dir.empty() && !told_training_profile_) {
-      told_training_profile_ = true;
+    if (!options_.profile_dir.empty() && !told_training_profile_.exchange(true)) {
       log::info("{}: training calls are not profiled (CompileOptions::profile_dir profiles inference plans)",
                 options_.name);
     }

@@ -5,6 +5,7 @@
 // (verification.cpp), replay profiles (call_profiling.cpp).
 #pragma once
 
+#include <atomic>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -135,7 +136,7 @@ class Engine {
     int reserved = 0;  // runs handed out, at most profile_calls
   };
   std::unordered_map<std::size_t, ProfileSlot> profiles_;  // by signature hash
-  bool told_training_profile_ = false;
+  std::atomic<bool> told_training_profile_{false};  // read and set outside mutex_
   std::shared_ptr<const StateSnapshot> state_;  // current_state()'s last read
 };
 
