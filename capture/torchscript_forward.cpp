@@ -88,6 +88,15 @@ class UnfusedForward {
 
 }  // namespace
 
+bool straight_line(const torch::jit::Module& module) {
+  auto graph = torch::jit::toGraphFunction(module.get_method("forward").function()).graph()->copy();
+  torch::jit::Inline(*graph);
+  for (const auto* node : graph->nodes()) {
+    if (!node->blocks().empty()) return false;
+  }
+  return true;
+}
+
 std::function<c10::IValue(const std::vector<c10::IValue>&)> unfused_forward(torch::jit::Module module) {
   auto forward = std::make_shared<UnfusedForward>(std::move(module));
   return [forward](const std::vector<c10::IValue>& args) { return (*forward)(args); };

@@ -19,4 +19,9 @@ namespace zenith::capture {
 /// every later input. The module's own executor is left as it is: eager calls keep its fusion.
 std::function<c10::IValue(const std::vector<c10::IValue>&)> unfused_forward(torch::jit::Module module);
 
+/// Whether `module`'s forward, with every method call inlined, has no control flow (no prim::If
+/// or prim::Loop), as every module made by torch.jit.trace: a value it reads into C++ can then
+/// only become an argument of a later op, never choose which ops run.
+bool straight_line(const torch::jit::Module& module);
+
 }  // namespace zenith::capture

@@ -100,6 +100,7 @@ CompiledModule<c10::IValue(std::vector<c10::IValue>)> compile(torch::jit::Module
   access.arity = static_cast<int>(schema.arguments().size()) - 1;  // without self
   access.forward = [module](const std::vector<c10::IValue>& args) mutable { return module.forward(args); };
   access.trace_forward = capture::unfused_forward(module);
+  access.straight_line = capture::straight_line(module);
   auto slots = std::make_shared<detail::ScriptModuleSlots>(module);
   access.state = [module, slots]() {
     slots->record();

@@ -81,8 +81,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   auto probe_start = Clock::now();
   if (!dims.empty()) {
     static_reason = capture::check_dims(args, dims);
-    if (static_reason.empty() && !capture.reads_from_sizes.empty()) {
-      // Their values were read at this call's sizes; no polynomial stands behind them.
+    if (static_reason.empty() && !capture.reads_from_sizes.empty() && !access_.straight_line) {
+      // Their values were read at this call's sizes and may have chosen which ops ran; no polynomial
+      // stands behind such a choice. (In a straight-line forward they only become arguments.)
       remember_refusal = true;
       static_reason = fmt::format("the forward reads {} values computed from sizes into C++ ({}); they hold for "
                                   "these exact sizes",

@@ -53,6 +53,10 @@ struct ModuleAccess {
   /// name. Tensors resized or moved in place are noticed all the same: the engine compares their
   /// types at every call.
   std::function<bool()> state_unchanged = nullptr;
+  /// The forward has no control flow of its own (a module made by torch.jit.trace): a value it
+  /// reads into C++ from sizes can only become an argument of a later op, which symbolic plans fit
+  /// and check like any integer argument. Otherwise such a read keeps the plan to its exact sizes.
+  bool straight_line = false;
 };
 
 class Engine;

@@ -35,7 +35,7 @@ def text_inputs(batch, seq, with_mask=True):
     return spec
 
 
-def hf(name, make_config, model_class, with_mask=True, second=(3, 24)):
+def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20)):
     def build():
         import transformers
         config = make_config(transformers)
@@ -44,7 +44,7 @@ def hf(name, make_config, model_class, with_mask=True, second=(3, 24)):
         if hasattr(config, "attn_implementation"):
             config._attn_implementation = "eager"
         model = getattr(transformers, model_class)(config)
-        return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask)
+        return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask), text_inputs(*third, with_mask)
     return name, "transformers", build
 
 
@@ -59,11 +59,11 @@ def image_inputs(batch, size):
     return [{"name": "pixel_values", "kind": "normal", "shape": [batch, 3, size, size]}]
 
 
-def tv(name, make, size=IMAGE, second_batch=3):
+def tv(name, make, size=IMAGE, second_batch=3, third_batch=4):
     def build():
         import torchvision
         model = make(torchvision.models)
-        return model, image_inputs(2, size), image_inputs(second_batch, size)
+        return model, image_inputs(2, size), image_inputs(second_batch, size), image_inputs(third_batch, size)
     return name, "torchvision", build
 
 
@@ -101,7 +101,7 @@ def hf_vit():
     config.torchscript = True
     config._attn_implementation = "eager"
     model = transformers.ViTModel(config)
-    return model, image_inputs(2, 32), image_inputs(3, 32)
+    return model, image_inputs(2, 32), image_inputs(3, 32), image_inputs(4, 32)
 
 
 def make_input(spec, device, dtype, generator):
@@ -115,7 +115,7 @@ def make_input(spec, device, dtype, generator):
 
 def export(name, library, build, out_dir, device, dtype):
     torch.manual_seed(0)
-    model, spec, second = build()
+    model, spec, second, third = build()
     with torch.no_grad():  # zero-initialised weights (torchvision's ViT head) would hide every difference
         for parameter in model.parameters():
             if parameter.dim() >= 2 and not parameter.any():
@@ -133,7 +133,7 @@ def export(name, library, build, out_dir, device, dtype):
         traced(*inputs)  # called once eagerly before it is saved, as a user would
     path = os.path.join(out_dir, name + ".pt")
     traced.save(path)
-    return {"name": name, "library": library, "file": name + ".pt", "inputs": spec, "second_inputs": second,
+    return {"name": name, "library": library, "file": name + ".pt", "inputs": spec, "second_inputs": second, "third_inputs": third,
             "dtype": str(dtype).replace("torch.", ""), "device": device}
 
 

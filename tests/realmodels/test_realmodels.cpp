@@ -111,6 +111,10 @@ std::vector<c10::IValue> make_inputs(const nlohmann::json& specs, at::Device dev
   return inputs;
 }
 
+// Three calls at the traced shape (the capture and two plan runs), two at a second (a capture, or
+// a symbolic plan fitted there) and two at a third (a symbolic plan's instance, where one was fitted).
+constexpr int kCalls = 7;
+
 struct Outcome {
   std::string model;
   std::int64_t nodes = 0;
@@ -121,6 +125,7 @@ struct Outcome {
   double compile_ms = 0;
   double in_kernels = 0;     // fraction of the first plan's non-view nodes in kernels (not graph breaks)
   std::size_t breaks = 0;
+  std::string symbolic;      // whether the third shape was served by a symbolic plan, or why not
   std::string mismatch;
   std::string error;
 };
@@ -155,8 +160,8 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
     CompileOptions options;
     options.name = entry.at("name");
     auto fast = compile(module, options);
-    for (int call = 0; call < 5; ++call) {
-      const char* which = call < 3 ? "inputs" : "second_inputs";
+    for (int call = 0; call < kCalls; ++call) {
+      const char* which = call < 3 ? "inputs" : call < 5 ? "second_inputs" : "third_inputs";
       auto inputs = make_inputs(entry.at(which), device, dtype);
       auto want = flat_outputs(op_by_op(inputs));
       auto fused = flat_outputs(eager(inputs));
@@ -180,8 +185,9 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
       }
     }
     if (fast.stats().eager_calls > 0 && outcome.eager_reason.empty()) {
-      outcome.eager_reason = fmt::format("{} of 5 calls ran eagerly", fast.stats().eager_calls);
+      outcome.eager_reason = fmt::format("{} of {} calls ran eagerly", fast.stats().eager_calls, kCalls);
     }
+    outcome.symbolic = fast.stats().instantiations > 0 ? "symbolic" : fast.report().static_reason.empty() ? "exact" : "exact: " + fast.report().static_reason;
     if (device.is_cuda()) torch::cuda::synchronize();
   } catch (const std::exception& error) {
     outcome.error = error.what();
@@ -225,11 +231,11 @@ TEST(RealModels, CompileAndMatchEagerOnFreshInputsAndASecondShape) {
                          outcome.compile_ms, outcome.error.empty() ? outcome.eager_reason.substr(0, 200)
                                                                    : "ERROR " + outcome.error.substr(0, 200));
     std::printf("%s: %lld nodes, %s, %.1f%% in kernels (%zu graph breaks), worst %.2e (bound %.1e), sensitivity "
-                "%.2e, fused gap %.2e, first call %.0f ms%s%s\n",
+                "%.2e, fused gap %.2e, first call %.0f ms, %s%s%s\n",
                 outcome.model.c_str(), static_cast<long long>(outcome.nodes),
                 outcome.eager_reason.empty() ? "compiled" : "EAGER", 100 * outcome.in_kernels, outcome.breaks,
                 outcome.worst, bound, outcome.sensitivity,
-                outcome.fused_gap, outcome.compile_ms, outcome.eager_reason.empty() ? "" : ": ",
+                outcome.fused_gap, outcome.compile_ms, outcome.symbolic.c_str(), outcome.eager_reason.empty() ? "" : ": ",
                 outcome.eager_reason.c_str());
     std::fflush(stdout);
   }

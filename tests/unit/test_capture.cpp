@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "common/fresh_inputs.h"
+#include "capture/torchscript_forward.h"
 #include "zenith/compile.h"
 
 namespace zenith {
@@ -272,6 +273,32 @@ TEST(Capture, TorchScriptParametersReplacedBetweenCallsAreSeen) {
   outer.attr("shift").toTensor().set_data(torch::randn({1}));
   check("a buffer resized in place");
   EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
+TEST(Capture, AForwardWithoutControlFlowIsStraightLine) {
+  // Symbolic plans may fit values read from sizes only where they cannot choose the ops that run.
+  torch::jit::Module inner("Branchy");
+  inner.define(R"(
+    def forward(self, x):
+        if x.size(0) > 2:
+            return x * 2
+        return x
+  )");
+  torch::jit::Module outer("Plain");
+  outer.register_module("inner", inner);
+  outer.define(R"(
+    def forward(self, x):
+        return torch.relu(x) + 1
+  )");
+  EXPECT_TRUE(capture::straight_line(outer));
+  EXPECT_FALSE(capture::straight_line(inner));
+  torch::jit::Module calling("Calling");
+  calling.register_module("inner", inner);
+  calling.define(R"(
+    def forward(self, x):
+        return self.inner.forward(x) + 1
+  )");
+  EXPECT_FALSE(capture::straight_line(calling)) << "a submodule's branch counts once inlined";
 }
 
 TEST(Capture, GradientsGoThroughACompiledBackward) {
