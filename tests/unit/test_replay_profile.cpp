@@ -112,11 +112,11 @@ TEST_F(ReplayProfileTest, EachProfiledRunHasOneSpanPerPlanStep) {
     for (const auto& op : step.at("args").at("ops")) ops += (ops.empty() ? "" : "+") + op.get<std::string>();
     EXPECT_EQ(step.at("name"), ops) << step.dump();
   }
-  // A run encloses its steps.
+  // A run encloses its steps: to a nanosecond, since ts + dur rounds (a run's dur is end - ts).
   for (const auto& step : steps) {
     const auto& run = runs[step.at("args").at("run") == runs[0].at("name") ? 0 : 1];
     EXPECT_LE(run.at("ts").get<double>(), step.at("ts").get<double>());
-    EXPECT_GE(run.at("ts").get<double>() + run.at("dur").get<double>(),
+    EXPECT_GE(run.at("ts").get<double>() + run.at("dur").get<double>() + 1e-3,
               step.at("ts").get<double>() + step.at("dur").get<double>());
   }
 }
