@@ -186,6 +186,15 @@ class Importer {
       slots_[node->output()] = ConstantSlot{constant_list(elements, element_kind, node)};
       return;
     }
+    const bool nested = std::any_of(elements.begin(), elements.end(), [](const Slot* element) {
+      return std::holds_alternative<ListSlot>(*element) || std::holds_alternative<std::shared_ptr<TupleSlot>>(*element) ||
+             std::holds_alternative<std::shared_ptr<DictSlot>>(*element);
+    });
+    if (nested) {
+      throw Error(fmt::format("capture: the list `{}` holds lists, tuples or dicts; Zenith holds lists of tensors or "
+                              "of constants (return a tuple of lists instead)",
+                              where(node)));
+    }
     throw Error(fmt::format("capture: the list `{}` mixes values computed at run time; Zenith needs constant "
                             "scalars or tensors",
                             where(node)));

@@ -127,6 +127,11 @@ TEST(TorchScriptImport, WhatCannotBeHeldIsNamed) {
     %a : Tensor = prim::TupleIndex(%t, %i)
     return (%a))IR");
   EXPECT_NE(outside.find("reads element 2 of 2"), std::string::npos) << outside;
+  auto nested = import_error(std::string("graph(") + kInput + R"IR():
+    %l : Tensor[] = prim::ListConstruct(%x, %x)
+    %n : Tensor[][] = prim::ListConstruct(%l, %l)
+    return (%n))IR");
+  EXPECT_NE(nested.find("holds lists, tuples or dicts"), std::string::npos) << nested;
 }
 
 TEST(TorchScriptImport, AScriptedModuleReturningADictCompilesAndReturnsADict) {
