@@ -47,6 +47,7 @@ Effects analyse_effects(const ir::Graph& graph) {
   effects.value_mutable.assign(graph.values.size(), false);
   AliasSets sets(graph.values.size());
   std::vector<int> written;
+  std::vector<std::vector<int>> written_by(graph.nodes.size());
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     const auto& node = graph.nodes[n];
     auto facts = ir::alias_facts(node);
@@ -60,7 +61,19 @@ Effects analyse_effects(const ir::Graph& graph) {
     auto statistics = running_statistics_written(node);
     written.insert(written.end(), facts.mutated_inputs.begin(), facts.mutated_inputs.end());
     written.insert(written.end(), statistics.begin(), statistics.end());
-    effects.node_has_effect[n] = !facts.mutated_inputs.empty() || !statistics.empty() || draws_random_numbers(node);
+    written_by[n] = facts.mutated_inputs;
+    written_by[n].insert(written_by[n].end(), statistics.begin(), statistics.end());
+    effects.node_has_effect[n] = !written_by[n].empty() || draws_random_numbers(node);
+  }
+  // Only now are the alias sets whole: a view taken after a write may still join it to an input.
+  std::vector<bool> input_root(graph.values.size(), false);
+  for (int id : graph.inputs) input_root[sets.find(id)] = true;
+  for (const auto& [id, tensor] : graph.constants) input_root[sets.find(id)] = true;  // the module keeps them
+  effects.node_has_visible_effect.assign(graph.nodes.size(), false);
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    bool visible = draws_random_numbers(graph.nodes[n]);
+    for (int id : written_by[n]) visible = visible || input_root[sets.find(id)];
+    effects.node_has_visible_effect[n] = visible;
   }
   std::vector<bool> root_written(graph.values.size(), false);
   for (int id : written) root_written[sets.find(id)] = true;

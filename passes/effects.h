@@ -14,6 +14,11 @@ struct Effects {
   /// Per value id: its memory may be written by some node (it is, or aliases through views, a
   /// value an in-place op writes); reading it is not a pure function of the graph's inputs.
   std::vector<bool> value_mutable;
+  /// Per node: has an effect the caller can see: draws random numbers, or writes memory that is,
+  /// or aliases, a graph input (an argument, a parameter or a buffer) or a tensor constant (the
+  /// module keeps it). Writing a tensor the forward made itself (eval dropout_ on an activation,
+  /// fill_ on a fresh mask) is not.
+  std::vector<bool> node_has_visible_effect;
 };
 
 /// Analyses `graph` from the op schemas and the op registry.

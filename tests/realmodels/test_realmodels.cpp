@@ -126,6 +126,7 @@ struct Outcome {
   double in_kernels = 0;     // fraction of the first plan's non-view nodes in kernels (not graph breaks)
   std::size_t breaks = 0;
   std::string symbolic;      // whether the third shape was served by a symbolic plan, or why not
+  std::string placement;     // the first plan's kernel launches and nodes per backend
   std::string mismatch;
   std::string error;
 };
@@ -175,6 +176,10 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
         outcome.nodes = report.nodes_captured;
         outcome.compile_ms = report.total_ms;
         outcome.breaks = report.graph_breaks.size();
+        outcome.placement = fmt::format("{} launches", report.groups);
+        for (const auto& [backend, nodes] : report.nodes_per_backend) {
+          outcome.placement += fmt::format(", {} {}", backend, nodes);
+        }
         const auto planned = report.nodes_final - report.host_nodes;
         outcome.in_kernels = report.eager_fallback || planned <= 0
                                  ? 0.0
@@ -225,11 +230,12 @@ TEST(RealModels, CompileAndMatchEagerOnFreshInputsAndASecondShape) {
     // A stale output would be off by about the sensitivity: where that is below the bound, this
     // model's comparison could not show one.
     conclusive += outcome.sensitivity > 2 * bound;
-    table << fmt::format("| {} | {} | {} | {:.1f}% | {} | {:.1e} | {:.1e} | {:.0f} | {} |\n", outcome.model,
-                         outcome.nodes, outcome.eager_reason.empty() ? "compiled" : "eager", 100 * outcome.in_kernels,
-                         outcome.breaks, outcome.worst, outcome.sensitivity,
-                         outcome.compile_ms, outcome.error.empty() ? outcome.eager_reason.substr(0, 200)
-                                                                   : "ERROR " + outcome.error.substr(0, 200));
+    table << fmt::format("| {} | {} | {} | {} | {:.1f}% | {} | {:.1e} | {:.1e} | {:.0f} | {} | {} |\n",
+                         outcome.model, outcome.nodes, outcome.eager_reason.empty() ? "compiled" : "eager",
+                         outcome.placement, 100 * outcome.in_kernels, outcome.breaks, outcome.worst,
+                         outcome.sensitivity, outcome.compile_ms, outcome.symbolic,
+                         outcome.error.empty() ? outcome.eager_reason.substr(0, 200)
+                                               : "ERROR " + outcome.error.substr(0, 200));
     std::printf("%s: %lld nodes, %s, %.1f%% in kernels (%zu graph breaks), worst %.2e (bound %.1e), sensitivity "
                 "%.2e, fused gap %.2e, first call %.0f ms, %s%s%s\n",
                 outcome.model.c_str(), static_cast<long long>(outcome.nodes),

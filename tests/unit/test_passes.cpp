@@ -9,6 +9,7 @@
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/effects.h"
 #include "passes/pass_manager.h"
 
 namespace zenith::passes {
@@ -68,6 +69,31 @@ TEST(Dce, KeepsInPlaceWritesToInputs) {
   PassReport report;
   DeadCodeElimination().run(g, report);
   EXPECT_EQ(count_op(g, "aten::add_"), 1);
+}
+
+TEST(Effects, WritesIntoTheForwardsOwnTensorsAreNotVisible) {
+  // Probing at other sizes (symbolic plans) must not repeat what the caller can see: writes into
+  // arguments, parameters or constants (directly or through a view) and random draws. Writes
+  // into tensors the forward made itself are its own.
+  GraphBuilder b;
+  int x = b.input({4, 4});
+  int w = b.parameter({4, 4}, "w");
+  int fresh = b.op("aten::relu", "", {value("self", x)});
+  int own = b.op("aten::mul_", "Tensor", {value("self", fresh), value("other", x)});
+  int view = b.op("aten::view", "", {value("self", w), {"size", std::vector<std::int64_t>{16}}});
+  int through_view = b.op("aten::add_", "Scalar", {value("self", view), real("other", 1.0), scalar("alpha", 1)});
+  int random = b.op("aten::rand_like", "", {value("self", x), testing::none("dtype"), testing::none("layout"),
+                                            testing::none("device"), testing::none("pin_memory"),
+                                            testing::none("memory_format")});
+  auto g = b.finish({own, through_view, random});
+  auto effects = passes::analyse_effects(g);
+  ASSERT_EQ(effects.node_has_visible_effect.size(), 5u);
+  EXPECT_FALSE(effects.node_has_visible_effect[0]) << "relu";
+  EXPECT_TRUE(effects.node_has_effect[1]) << "mul_ writes";
+  EXPECT_FALSE(effects.node_has_visible_effect[1]) << "but into relu's result";
+  EXPECT_FALSE(effects.node_has_visible_effect[2]) << "a view writes nothing";
+  EXPECT_TRUE(effects.node_has_visible_effect[3]) << "add_ through a view of the parameter";
+  EXPECT_TRUE(effects.node_has_visible_effect[4]) << "rand_like draws";
 }
 
 TEST(Cse, MergesIdenticalPureNodesTransitively) {
