@@ -328,7 +328,7 @@ Graph from_json(const json& j, bool allow_missing_constant_data) {
   } else {
     graph.output_structure.kind = OutputStructure::Kind::Tuple;
     for (std::size_t i = 0; i < graph.outputs.size(); ++i) {
-      graph.output_structure.elements.push_back(OutputStructure{OutputStructure::Kind::Tensor, static_cast<int>(i), {}});
+      graph.output_structure.elements.emplace_back().index = static_cast<int>(i);  // Kind::Tensor
     }
   }
   if (j.contains("output_aliases")) graph.output_aliases = get<std::vector<int>>(j, "output_aliases", "");

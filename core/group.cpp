@@ -55,7 +55,7 @@ Group extract_group(const Graph& parent, const std::vector<int>& nodes, const st
   }
   g.output_structure.kind = OutputStructure::Kind::Tuple;
   for (std::size_t i = 0; i < g.outputs.size(); ++i) {
-    g.output_structure.elements.push_back(OutputStructure{OutputStructure::Kind::Tensor, static_cast<int>(i), {}});
+    g.output_structure.elements.emplace_back().index = static_cast<int>(i);  // Kind::Tensor
   }
   return group;
 }

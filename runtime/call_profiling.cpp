@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dump.h"
 #include "core/log.h"
 
 namespace zenith::detail {
@@ -27,11 +28,19 @@ void Engine::record_profile_run(ReplayProfile& profile, const Plan& plan, const 
   auto path = (std::filesystem::path(options_.profile_dir) /
                fmt::format("{}-{:016x}.trace.json", options_.name, signature.hash))
                   .string();
-  std::lock_guard<std::mutex> lock(mutex_);
-  profile.add_run(plan, timings, fmt::format("{} run {}", signature.to_string(), profile.runs() + 1));
+  nlohmann::json trace;
+  std::size_t runs = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    profile.add_run(plan, timings, fmt::format("{} run {}", signature.to_string(), profile.runs() + 1));
+    trace = profile.to_json();
+    runs = profile.runs();
+  }
+  // Written outside the lock: other calls need not wait for the disk. Two runs finishing together
+  // write the same file in turn, each atomically; the later holds both.
   try {
-    profile.write(path);
-    log::info("{}: profile of {} runs of {} written to {}", options_.name, profile.runs(), signature.to_string(), path);
+    write_json_file(path, trace);
+    log::info("{}: profile of {} runs of {} written to {}", options_.name, runs, signature.to_string(), path);
   } catch (const Error& error) {
     log::warn("{}: could not write the replay profile: {}", options_.name, error.what());
   }

@@ -42,8 +42,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     log::info("{}: capture: {} nodes in {:.1f} ms{}", options_.name, capture.graph.nodes.size(), report.capture_ms,
               capture.reads_from_sizes.empty()
                   ? std::string()
-                  : fmt::format("; {} values computed from sizes alone were read at capture ({}...), so the plan "
-                                "holds for these exact sizes",
+                  : fmt::format("; {} values computed from sizes alone were read at capture ({}...)",
                                 capture.reads_from_sizes.size(), capture.reads_from_sizes.front()));
   }
   auto entry = std::make_shared<Entry>();
@@ -81,7 +80,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   auto probe_start = Clock::now();
   if (!dims.empty()) {
     static_reason = capture::check_dims(args, dims);
-    if (static_reason.empty() && !capture.reads_from_sizes.empty() && !access_.straight_line) {
+    if (static_reason.empty() && reads_pin_sizes(capture)) {
       // Their values were read at this call's sizes and may have chosen which ops ran; no polynomial
       // stands behind such a choice. (In a straight-line forward they only become arguments.)
       remember_refusal = true;

@@ -68,16 +68,14 @@ std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (state_ && access_.state_unchanged && access_.state_unchanged()) {
     bool same = true;
-    for (std::size_t i = 0; i < state_->tensors.size() && same; ++i) same = keeps_type(state_->tensors[i], state_->types[i]);
+    for (std::size_t i = 0; i < state_->state.size() && same; ++i) same = keeps_type(state_->state[i].second, state_->types[i]);
     if (same) return state_;
   }
   auto snapshot = std::make_shared<StateSnapshot>();
   if (access_.state) snapshot->state = access_.state();
-  snapshot->tensors = tensors_of(snapshot->state);
-  for (const auto& tensor : snapshot->tensors) {
-    snapshot->types.push_back(tensor.defined() ? type_of(tensor) : ir::TensorType{});
-  }
-  snapshot->fingerprint = state_fingerprint(snapshot->tensors);
+  const auto tensors = tensors_of(snapshot->state);
+  for (const auto& tensor : tensors) snapshot->types.push_back(tensor.defined() ? type_of(tensor) : ir::TensorType{});
+  snapshot->fingerprint = state_fingerprint(tensors);
   state_ = snapshot;
   return state_;
 }

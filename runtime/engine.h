@@ -56,9 +56,8 @@ class Engine {
   /// The module's parameters and buffers as a call sees them, read by name only when they changed.
   struct StateSnapshot {
     State state;
-    std::vector<at::Tensor> tensors;     // state's tensors, in order
-    std::vector<ir::TensorType> types;   // and their types when read
-    std::size_t fingerprint = 0;         // state_fingerprint(tensors)
+    std::vector<ir::TensorType> types;  // state's tensors' types when read, in order
+    std::size_t fingerprint = 0;        // state_fingerprint of state's tensors
   };
   /// The current snapshot: the last one while access_.state_unchanged() says so and every tensor
   /// keeps its type, else read anew. Takes mutex_.
@@ -98,6 +97,11 @@ class Engine {
                            std::shared_ptr<const Plan> base, std::vector<capture::Capture> probes);
   /// An entry for `signature` from a symbolic plan, or null; `refusal` learns why not.
   std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::string& refusal);
+  /// Whether `capture` read values computed from sizes that may have chosen which ops ran (a forward
+  /// with control flow of its own): its plan then holds for these exact sizes only.
+  bool reads_pin_sizes(const capture::Capture& capture) const {
+    return !capture.reads_from_sizes.empty() && !access_.straight_line;
+  }
   /// The dimensions a capture of `signature` should make symbolic.
   std::vector<DynamicDim> dims_to_make_symbolic(const Signature& signature) const;
   c10::IValue run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,

@@ -65,7 +65,7 @@ std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const S
     if (!probes.back().unsupported.empty()) {
       return fmt::format("at probe sizes [{}]: {}", fmt::join(design.points[k], ", "), probes.back().unsupported);
     }
-    if (!probes.back().reads_from_sizes.empty() && !access_.straight_line) {
+    if (reads_pin_sizes(probes.back())) {
       return fmt::format("at probe sizes [{}] the forward reads values computed from sizes into C++ ({}), which "
                          "hold for those exact sizes",
                          fmt::join(design.points[k], ", "), probes.back().reads_from_sizes.front());

@@ -41,7 +41,6 @@
 namespace zenith {
 namespace {
 
-using testing::relative_error;
 
 struct Outcome {
   std::string model;
@@ -63,14 +62,7 @@ struct Outcome {
 // units. Stale values measured before the fix were 5.7e-2 to 2.2e-1.
 double tolerance(const std::string& dtype) { return dtype == "float16" ? 5e-3 : 1e-3; }
 
-// The error measure, with NaN and infinity compared by position: a random-weight network in
-// float16 may overflow, and a NaN must not hide a difference elsewhere.
-double difference(const at::Tensor& got, const at::Tensor& want) {
-  if (!torch::equal(got.isnan(), want.isnan()) || !torch::equal(got.isinf(), want.isinf())) return INFINITY;
-  auto finite = want.isfinite();
-  if (!finite.any().item<bool>()) return 0;
-  return relative_error(got.masked_select(finite).to(at::kDouble), want.masked_select(finite).to(at::kDouble));
-}
+double difference(const at::Tensor& got, const at::Tensor& want) { return testing::relative_error_where_finite(got, want); }
 
 Outcome check_model(const nlohmann::json& entry) {
   Outcome outcome;

@@ -78,11 +78,7 @@ double difference(const Flat& got, const Flat& want, std::string& mismatch) {
       if (!torch::equal(other, tensor)) return INFINITY;
       continue;
     }
-    if (!torch::equal(other.isnan(), tensor.isnan()) || !torch::equal(other.isinf(), tensor.isinf())) return INFINITY;
-    auto finite = tensor.isfinite();
-    if (!finite.any().item<bool>()) continue;
-    worst = std::max(worst, testing::relative_error(other.masked_select(finite).to(at::kDouble),
-                                                    tensor.masked_select(finite).to(at::kDouble)));
+    worst = std::max(worst, testing::relative_error_where_finite(other, tensor));
   }
   if (got.size() != want.size()) {
     mismatch = fmt::format("{} outputs where eager returns {}", got.size(), want.size());

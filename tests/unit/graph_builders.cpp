@@ -67,7 +67,7 @@ ir::Graph GraphBuilder::finish(std::vector<int> outputs) {
   } else {
     graph_.output_structure.kind = ir::OutputStructure::Kind::Tuple;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-      graph_.output_structure.elements.push_back({ir::OutputStructure::Kind::Tensor, static_cast<int>(i), {}});
+      graph_.output_structure.elements.emplace_back().index = static_cast<int>(i);  // Kind::Tensor
     }
   }
   ir::verify(graph_);

@@ -63,12 +63,17 @@ TEST(GraphJson, DictAndConstantOutputsRoundTrip) {
   int r = b.op("aten::relu", "", {value("self", x)});
   auto g = b.finish({r, x});
   // {"hidden": outputs[0], "extra": (outputs[1], None, 3)}, as a Hugging Face model returns.
-  OutputStructure none_element;
+  OutputStructure hidden, second, none_element;
+  second.index = 1;
   none_element.kind = OutputStructure::Kind::Constant;
   OutputStructure three = none_element;
   three.constant = std::int64_t{3};
-  OutputStructure extra{OutputStructure::Kind::Tuple, 0, {{OutputStructure::Kind::Tensor, 1, {}}, none_element, three}};
-  g.output_structure = OutputStructure{OutputStructure::Kind::Dict, 0, {{OutputStructure::Kind::Tensor, 0, {}}, extra}};
+  OutputStructure extra;
+  extra.kind = OutputStructure::Kind::Tuple;
+  extra.elements = {second, none_element, three};
+  g.output_structure = OutputStructure{};
+  g.output_structure.kind = OutputStructure::Kind::Dict;
+  g.output_structure.elements = {hidden, extra};
   g.output_structure.keys = {"hidden", "extra"};
   auto text = to_json(g, GraphKind::Graph);
   EXPECT_EQ(text["output_structure"]["dict"][0]["key"], "hidden");

@@ -65,7 +65,7 @@ ir::Graph GroupBuilder::build() const {
   else {
     group.output_structure.kind = ir::OutputStructure::Kind::Tuple;
     for (std::size_t i = 0; i < group.outputs.size(); ++i) {
-      group.output_structure.elements.push_back({ir::OutputStructure::Kind::Tensor, static_cast<int>(i), {}});
+      group.output_structure.elements.emplace_back().index = static_cast<int>(i);  // Kind::Tensor
     }
   }
   return group;

@@ -75,7 +75,9 @@ void flatten(const ir::OutputStructure& structure, const c10::IValue& nested, st
   if (structure.kind == ir::OutputStructure::Kind::Constant) return;
   if (structure.kind == ir::OutputStructure::Kind::Dict) {
     auto dict = nested.toGenericDict();
-    for (std::size_t i = 0; i < structure.elements.size(); ++i) flatten(structure.elements[i], dict.at(structure.keys.at(i)), flat);
+    for (std::size_t i = 0; i < structure.elements.size(); ++i) {
+      flatten(structure.elements[i], dict.at(structure.keys.at(i)), flat);
+    }
     return;
   }
   auto elements = structure.kind == ir::OutputStructure::Kind::Tuple ? nested.toTupleRef().elements().vec()
