@@ -2,7 +2,7 @@
 // and through a signature that runs eagerly, at a size where the host's work is visible.
 //
 //   bench_call_overhead MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) [--device cpu|cuda]
-//                       [--dtype float32|float16] [--calls N] [--reps R]
+//                       [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]
 //
 // --tokens feeds token ids below VOCAB and an all-ones attention mask (a Hugging Face text model,
 // traced with those two inputs); --image one standard-normal image batch. Each mode runs R
@@ -14,6 +14,8 @@
 // cannot run the model's device (cpu for a CUDA model, jit_cuda for a CPU one), so the capture's
 // lowering fails and the signature runs eagerly, through the path any signature that falls back
 // takes (parameters, signature, plan cache, then the module's own forward).
+//
+// --label names the model in the printed row (default: the file's path).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +38,7 @@ struct Args {
   std::string model;
   std::vector<std::int64_t> tokens, image;
   std::string device = "cpu", dtype = "float32";
+  std::string label;
   int calls = 50, reps = 7;
 };
 
@@ -64,13 +67,15 @@ Args parse(int argc, char** argv) {
     else if (flag == "--dtype") args.dtype = value();
     else if (flag == "--calls") args.calls = std::stoi(value());
     else if (flag == "--reps") args.reps = std::stoi(value());
+    else if (flag == "--label") args.label = value();
     else if (args.model.empty() && flag.rfind("--", 0) != 0) args.model = flag;
     else throw std::invalid_argument("unknown argument " + flag + " (see the comment at the top of call_overhead.cpp)");
   }
   if (args.model.empty() || (args.tokens.size() != 3) == (args.image.size() != 4)) {
     throw std::invalid_argument("usage: bench_call_overhead MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) "
-                                "[--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R]");
+                                "[--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]");
   }
+  if (args.label.empty()) args.label = args.model;
   return args;
 }
 
@@ -141,7 +146,7 @@ int run(int argc, char** argv) {
   std::printf("| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call |\n");
   std::printf("| --- | --- | --- | --- | --- | --- |\n");
   auto excess = [&](double us) { return fmt::format("{:.1f} ({:+.1f}, {:+.1f}%)", us, us - direct, 100 * (us - direct) / direct); };
-  std::printf("| %s | %s | %s | %.1f | %s | %s |\n", args.model.c_str(), args.device.c_str(), args.dtype.c_str(), direct,
+  std::printf("| %s | %s | %s | %.1f | %s | %s |\n", args.label.c_str(), args.device.c_str(), args.dtype.c_str(), direct,
               excess(hit).c_str(), excess(fallback).c_str());
   return 0;
 }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Eager against Zenith, per model of the real-model suite (tests/realmodels): each model exported
+# by tests/realmodels/export_models.py, then timed by bench_call_overhead at batch 1 and at a larger
+# batch (the "direct" column is the module's own forward, "plan hit" Zenith's compiled call).
+#   bench/realmodels.sh BUILD_DIR [cuda|cpu] [float32|float16] [LARGE_BATCH]
+# Needs a python with torch, torchvision and transformers (the GPU machine's python3, or .venv).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:?usage: bench/realmodels.sh BUILD_DIR [cuda|cpu] [float32|float16] [LARGE_BATCH]}"
+device="${2:-cuda}"
+dtype="${3:-float32}"
+large="${4:-16}"
+python=python3
+[ -x "$root/.venv/bin/python" ] && python="$root/.venv/bin/python"
+models="$(mktemp -d)"
+trap 'rm -rf "$models"' EXIT
+"$python" "$root/tests/realmodels/export_models.py" "$models" --device "$device" --dtype "$dtype" >&2 || exit 1
+# One line per model: its name, then bench_call_overhead's input flag for batch B (a placeholder).
+"$python" - "$models/manifest.json" > "$models/inputs.txt" <<'PY' || exit 1
+import json, sys
+for model in json.load(open(sys.argv[1]))["models"]:
+    first = model["inputs"][0]
+    if first["kind"] == "ids":
+        flag = f"--tokens B,{first['shape'][1]},{first['high']}"
+    else:
+        flag = "--image B," + ",".join(str(n) for n in first["shape"][1:])
+    print(model["name"], flag)
+PY
+echo "| model | device | dtype | eager us/call | Zenith plan hit us/call | eager signature us/call |"
+echo "| --- | --- | --- | --- | --- | --- |"
+reps="--calls 20 --reps 5"; [ "$device" = cpu ] && reps="--calls 3 --reps 3"
+status=0
+while read -r name flag spec; do
+  for batch in 1 "$large"; do
+    "$build/bin/bench_call_overhead" "$models/$name.pt" "$flag" "${spec/B,/$batch,}" --device "$device" \
+        --dtype "$dtype" $reps --label "$name b$batch" 2> "$models/err.txt" | tail -1 || {
+      status=1; echo "| $name b$batch | $device | $dtype | failed: $(tail -1 "$models/err.txt") | | |"; }
+  done
+done < "$models/inputs.txt"
+exit $status
