@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -125,7 +126,13 @@ struct Outcome {
   std::string placement;     // the first plan's kernel launches and nodes per backend
   std::string mismatch;
   std::string error;
+  std::string phases;        // where the test's time went: loading and eager calls, each compiled call
 };
+
+// Seconds since `start`, for the phases line: a suite that runs past its time says where.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 double tolerance(const std::string& dtype, at::Device device) {
   // The CPU plugin runs ATen's own kernels: only constant folding's and reductions' order (thread
@@ -142,6 +149,8 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
   const at::Device device(entry.at("device").get<std::string>());
   const auto dtype = dtype_name == "float16" ? at::kHalf : at::kFloat;
   torch::manual_seed(std::hash<std::string>{}(outcome.model) % 100000);
+  std::fprintf(stderr, "[realmodels] %s: loading\n", outcome.model.c_str());
+  auto started = std::chrono::steady_clock::now();
   try {
     torch::NoGradGuard no_grad;
     auto module = torch::jit::load(dir + "/" + entry.at("file").get<std::string>(), device);
@@ -157,12 +166,16 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
     CompileOptions options;
     options.name = entry.at("name");
     auto fast = compile(module, options);
+    outcome.phases = fmt::format("load and 4 eager calls {:.1f} s, calls", seconds_since(started));
     for (int call = 0; call < kCalls; ++call) {
       const char* which = call < 3 ? "inputs" : call < 5 ? "second_inputs" : "third_inputs";
       auto inputs = make_inputs(entry.at(which), device, dtype);
       auto want = flat_outputs(op_by_op(inputs));
       auto fused = flat_outputs(eager(inputs));
+      auto called = std::chrono::steady_clock::now();
       auto got = flat_outputs(fast(inputs));
+      if (device.is_cuda()) torch::cuda::synchronize();
+      outcome.phases += fmt::format(" {:.2f}", seconds_since(called));
       std::string mismatch;
       outcome.worst = std::max(outcome.worst, difference(got, want, mismatch));
       outcome.fused_gap = std::max(outcome.fused_gap, difference(fused, want, ignored));
@@ -190,61 +203,83 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
     }
     outcome.symbolic = fast.stats().instantiations > 0 ? "symbolic" : fast.report().static_reason.empty() ? "exact" : "exact: " + fast.report().static_reason;
     if (device.is_cuda()) torch::cuda::synchronize();
+    outcome.phases += fmt::format(" s; {:.1f} s in all", seconds_since(started));
   } catch (const std::exception& error) {
     outcome.error = error.what();
   }
   return outcome;
 }
 
-TEST(RealModels, CompileAndMatchEagerOnFreshInputsAndASecondShape) {
+// The manifest's models, one test each (ZENITH_REALMODELS_ONLY narrows them), read when the tests
+// are registered so that ctest can run them in shards (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX).
+struct Entry {
+  nlohmann::json json;
+  std::string dir;
+};
+
+std::vector<Entry> manifest_models() {
+  const char* dir = std::getenv("ZENITH_REALMODELS_DIR");
+  if (dir == nullptr) return {};
+  std::ifstream file(std::string(dir) + "/manifest.json");
+  if (!file) return {};
+  std::string only = std::getenv("ZENITH_REALMODELS_ONLY") ? std::getenv("ZENITH_REALMODELS_ONLY") : "";
+  const auto manifest = nlohmann::json::parse(file);  // named: a temporary's member would dangle in the loop
+  std::vector<Entry> entries;
+  for (const auto& model : manifest.at("models")) {
+    const std::string name = model.at("name");
+    if (only.empty() || ("," + only + ",").find("," + name + ",") != std::string::npos) entries.push_back({model, dir});
+  }
+  return entries;
+}
+
+TEST(RealModels, ManifestNamesModels) {
   const char* dir = std::getenv("ZENITH_REALMODELS_DIR");
   ASSERT_NE(dir, nullptr) << "set ZENITH_REALMODELS_DIR to the folder of tests/realmodels/export_models.py";
-  std::ifstream file(std::string(dir) + "/manifest.json");
-  ASSERT_TRUE(file) << "no manifest.json in " << dir;
-  auto manifest = nlohmann::json::parse(file);
+  ASSERT_TRUE(std::ifstream(std::string(dir) + "/manifest.json")) << "no manifest.json in " << dir;
+  EXPECT_FALSE(manifest_models().empty()) << "no model of " << dir << "/manifest.json matched ZENITH_REALMODELS_ONLY";
+}
+
+class RealModel : public ::testing::TestWithParam<Entry> {};
+
+TEST_P(RealModel, CompilesAndMatchesEagerOnFreshInputsAndOtherShapes) {
+  const auto& entry = GetParam().json;
+  const at::Device device(entry.at("device").get<std::string>());
+  if (device.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "the models were exported for CUDA";
   // As eager runs them by default on CUDA; the bound covers fused kernels' other rounding order.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
-  std::string only = std::getenv("ZENITH_REALMODELS_ONLY") ? std::getenv("ZENITH_REALMODELS_ONLY") : "";
-  auto wanted = [&](const std::string& name) {
-    return only.empty() || ("," + only + ",").find("," + name + ",") != std::string::npos;
-  };
-  std::ostringstream table;
-  int checked = 0, conclusive = 0;
-  for (const auto& entry : manifest.at("models")) {
-    if (!wanted(entry.at("name"))) continue;
-    const at::Device device(entry.at("device").get<std::string>());
-    if (device.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "the models were exported for CUDA";
-    auto outcome = check_model(entry, dir);
-    const double bound = std::max(tolerance(entry.at("dtype"), device), 2 * outcome.fused_gap);
-    ++checked;
-    EXPECT_TRUE(outcome.error.empty()) << outcome.model << ": " << outcome.error;
-    EXPECT_TRUE(outcome.mismatch.empty()) << outcome.model << ": " << outcome.mismatch;
-    EXPECT_LE(outcome.worst, bound) << outcome.model << " differs from eager on fresh inputs";
-    EXPECT_TRUE(outcome.eager_reason.empty()) << outcome.model << " ran eagerly: " << outcome.eager_reason;
-    EXPECT_GE(outcome.in_kernels, 0.95) << outcome.model << ": " << outcome.breaks << " graph breaks";
-    // A stale output would be off by about the sensitivity: where that is below the bound, this
-    // model's comparison could not show one.
-    conclusive += outcome.sensitivity > 2 * bound;
-    table << fmt::format("| {} | {} | {} | {} | {:.1f}% | {} | {:.1e} | {:.1e} | {:.0f} | {} | {} |\n",
-                         outcome.model, outcome.nodes, outcome.eager_reason.empty() ? "compiled" : "eager",
-                         outcome.placement, 100 * outcome.in_kernels, outcome.breaks, outcome.worst,
-                         outcome.sensitivity, outcome.compile_ms, outcome.symbolic,
-                         outcome.error.empty() ? outcome.eager_reason.substr(0, 200)
-                                               : "ERROR " + outcome.error.substr(0, 200));
-    std::printf("%s: %lld nodes, %s, %.1f%% in kernels (%zu graph breaks), worst %.2e (bound %.1e), sensitivity "
-                "%.2e, fused gap %.2e, first call %.0f ms, %s%s%s\n",
-                outcome.model.c_str(), static_cast<long long>(outcome.nodes),
-                outcome.eager_reason.empty() ? "compiled" : "EAGER", 100 * outcome.in_kernels, outcome.breaks,
-                outcome.worst, bound, outcome.sensitivity,
-                outcome.fused_gap, outcome.compile_ms, outcome.symbolic.c_str(), outcome.eager_reason.empty() ? "" : ": ",
-                outcome.eager_reason.c_str());
-    std::fflush(stdout);
-  }
-  EXPECT_GT(checked, 0) << "no model matched ZENITH_REALMODELS_ONLY=" << only;
-  EXPECT_GT(conclusive, 0) << "no model's output depended on its input more than the bound";
-  if (const char* path = std::getenv("ZENITH_REALMODELS_TABLE")) std::ofstream(path, std::ios::app) << table.str();
+  auto outcome = check_model(entry, GetParam().dir);
+  const double bound = std::max(tolerance(entry.at("dtype"), device), 2 * outcome.fused_gap);
+  EXPECT_TRUE(outcome.error.empty()) << outcome.model << ": " << outcome.error;
+  EXPECT_TRUE(outcome.mismatch.empty()) << outcome.model << ": " << outcome.mismatch;
+  EXPECT_LE(outcome.worst, bound) << outcome.model << " differs from eager on fresh inputs";
+  EXPECT_TRUE(outcome.eager_reason.empty()) << outcome.model << " ran eagerly: " << outcome.eager_reason;
+  EXPECT_GE(outcome.in_kernels, 0.95) << outcome.model << ": " << outcome.breaks << " graph breaks";
+  // A stale output would be off by about the sensitivity: below the bound, this model's comparison
+  // could not show one (the exporter calibrates batch norm so that outputs depend on inputs).
+  EXPECT_GT(outcome.sensitivity, 2 * bound) << outcome.model << " is inconclusive: two inputs' outputs differ by "
+                                            << outcome.sensitivity << ", too little to show a stale value";
+  const std::string row = fmt::format(
+      "| {} | {} | {} | {} | {:.1f}% | {} | {:.1e} | {:.1e} | {:.0f} | {} | {} |\n", outcome.model, outcome.nodes,
+      outcome.eager_reason.empty() ? "compiled" : "eager", outcome.placement, 100 * outcome.in_kernels, outcome.breaks,
+      outcome.worst, outcome.sensitivity, outcome.compile_ms, outcome.symbolic,
+      outcome.error.empty() ? outcome.eager_reason.substr(0, 200) : "ERROR " + outcome.error.substr(0, 200));
+  std::printf("%s: %lld nodes, %s, %.1f%% in kernels (%zu graph breaks), worst %.2e (bound %.1e), sensitivity "
+              "%.2e, fused gap %.2e, first call %.0f ms, %s%s%s; %s\n",
+              outcome.model.c_str(), static_cast<long long>(outcome.nodes),
+              outcome.eager_reason.empty() ? "compiled" : "EAGER", 100 * outcome.in_kernels, outcome.breaks,
+              outcome.worst, bound, outcome.sensitivity, outcome.fused_gap, outcome.compile_ms,
+              outcome.symbolic.c_str(), outcome.eager_reason.empty() ? "" : ": ", outcome.eager_reason.c_str(),
+              outcome.phases.c_str());
+  std::fflush(stdout);
+  // Appended whole in one write: shards running side by side append to the same table.
+  if (const char* path = std::getenv("ZENITH_REALMODELS_TABLE")) std::ofstream(path, std::ios::app) << row << std::flush;
 }
+
+INSTANTIATE_TEST_SUITE_P(Suite, RealModel, ::testing::ValuesIn(manifest_models()),
+                         [](const ::testing::TestParamInfo<Entry>& info) { return info.param.json.at("name").get<std::string>(); });
+// Without ZENITH_REALMODELS_DIR there are none; ManifestNamesModels fails and says why.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealModel);
 
 }  // namespace
 }  // namespace zenith
