@@ -102,7 +102,7 @@ class Importer {
  public:
   explicit Importer(const std::vector<InputBinding>& bindings) : bindings_(bindings) {}
 
-  ir::Graph run(const torch::jit::Graph& source) {
+  ir::Graph run(const torch::jit::Graph& source, std::size_t unstructured) {
     if (source.inputs().size() != bindings_.size()) {
       throw Error::mismatch("capture: traced graph inputs", std::to_string(bindings_.size()),
                             std::to_string(source.inputs().size()));
@@ -114,7 +114,7 @@ class Importer {
       slots_[input] = TensorSlot{id};
     }
     for (const Node* node : source.nodes()) import_node(node);
-    import_outputs(source);
+    import_outputs(source, unstructured);
     return std::move(graph_);
   }
 
@@ -397,15 +397,22 @@ class Importer {
                 "Zenith returns tensors, constants, and tuples, lists and string-keyed dicts of them");
   }
 
-  void import_outputs(const torch::jit::Graph& source) {
-    if (source.outputs().size() == 1) {
-      flatten_output(slot(source.outputs()[0], source.return_node()), graph_.output_structure);
-      return;
+  void import_outputs(const torch::jit::Graph& source, std::size_t unstructured) {
+    const auto outputs = source.outputs();
+    const std::size_t structured = outputs.size() - unstructured;
+    if (structured == 1) {
+      flatten_output(slot(outputs[0], source.return_node()), graph_.output_structure);
+    } else {
+      graph_.output_structure.kind = ir::OutputStructure::Kind::Tuple;
+      for (std::size_t i = 0; i < structured; ++i) {
+        graph_.output_structure.elements.emplace_back();
+        flatten_output(slot(outputs[i], source.return_node()), graph_.output_structure.elements.back());
+      }
     }
-    graph_.output_structure.kind = ir::OutputStructure::Kind::Tuple;
-    for (const Value* out : source.outputs()) {
-      graph_.output_structure.elements.emplace_back();
-      flatten_output(slot(out, source.return_node()), graph_.output_structure.elements.back());
+    for (std::size_t i = structured; i < outputs.size(); ++i) {
+      const auto* tensor = std::get_if<TensorSlot>(&slot(outputs[i], source.return_node()));
+      if (tensor == nullptr) throw Error(fmt::format("capture: guarded value %{} is not a tensor", outputs[i]->debugName()));
+      graph_.outputs.push_back(tensor->id);
     }
   }
 
@@ -416,8 +423,13 @@ class Importer {
 
 }  // namespace
 
-ir::Graph import_torchscript(const std::shared_ptr<torch::jit::Graph>& graph, const std::vector<InputBinding>& inputs) {
-  return Importer(inputs).run(*graph);
+ir::Graph import_torchscript(const std::shared_ptr<torch::jit::Graph>& graph, const std::vector<InputBinding>& inputs,
+                             std::size_t unstructured_outputs) {
+  if (unstructured_outputs >= graph->outputs().size()) {
+    throw Error::mismatch("capture: outputs of the traced graph", fmt::format("more than {}", unstructured_outputs),
+                          std::to_string(graph->outputs().size()));
+  }
+  return Importer(inputs).run(*graph, unstructured_outputs);
 }
 
 }  // namespace zenith::capture

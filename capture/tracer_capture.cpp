@@ -3,7 +3,9 @@
 #include <set>
 #include <unordered_set>
 
+#include <ATen/TracerMode.h>
 #include <ATen/record_function.h>
+#include <fmt/format.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -24,27 +26,44 @@ bool reads_data_into_cpp(const char* op) {
   return ops.count(op) > 0;
 }
 
-// Empty when the tracer saw `tensor` computed from constants alone: no graph input (an argument, a
-// parameter) and no random op among its ancestors. Its value then follows from the call's
-// signature (sizes become constants in a trace), so reading it into C++ is evaluating it at
-// capture, as TorchScript's `aten::Int(prim::NumToTensor(aten::size(x)))` does. Otherwise what it
-// depends on.
-std::string data_dependence(const at::Tensor& tensor) {
+// What the tracer saw `tensor` computed from. A tensor computed from constants alone (no graph input,
+// no random op among its ancestors) has a value that follows from the call's signature (sizes
+// become constants in a trace), so reading it into C++ is evaluating it at capture, as
+// TorchScript's `aten::Int(prim::NumToTensor(aten::size(x)))` does.
+struct Dependence {
+  std::string blocker;      // why a read of it cannot be compiled at all (random numbers), or empty
+  std::vector<int> inputs;  // graph inputs among its ancestors, in graph input order
+};
+
+Dependence dependence_of(const at::Tensor& tensor) {
   auto state = torch::jit::tracer::getTracingState();
-  if (!state || !tensor.defined() || !state->hasValue(tensor)) return "a tensor the tracer never saw computed";
+  if (!state || !tensor.defined() || !state->hasValue(tensor)) return {"a tensor the tracer never saw computed", {}};
   const torch::jit::Value* read = state->getValue(tensor);
-  std::vector<const torch::jit::Node*> pending{read->node()};
+  std::vector<const torch::jit::Value*> pending{read};
   std::unordered_set<const torch::jit::Node*> seen;
+  std::set<int> inputs;
   while (!pending.empty()) {
-    const auto* node = pending.back();
+    const auto* value = pending.back();
     pending.pop_back();
+    const auto* node = value->node();
+    if (node->kind() == c10::prim::Param) {
+      inputs.insert(static_cast<int>(value->offset()));
+      continue;
+    }
     if (!seen.insert(node).second) continue;
-    if (node->kind() == c10::prim::Param) return "a graph input (an argument, a parameter or a buffer)";
-    if (node->isNondeterministic()) return std::string("random numbers (") + node->kind().toQualString() + ")";
-    for (const auto* input : node->inputs()) pending.push_back(input->node());
+    if (node->isNondeterministic()) return {std::string("random numbers (") + node->kind().toQualString() + ")", {}};
+    for (const auto* input : node->inputs()) pending.push_back(input);
   }
-  return "";
+  return {"", std::vector<int>(inputs.begin(), inputs.end())};
 }
+
+// A read of a tensor computed from graph inputs: where in the trace it is, and a copy of its value.
+struct GuardedRead {
+  std::string op;
+  at::Tensor read;  // the forward's tensor, which the trace returns as an extra output
+  at::Tensor expected;
+  std::vector<int> inputs;
+};
 
 class DataReadDetector {
  public:
@@ -54,21 +73,27 @@ class DataReadDetector {
                                              .needsInputs(true)
                                              .scopes({at::RecordScope::FUNCTION}));
   }
-  ~DataReadDetector() { at::removeCallback(handle_); }
+  ~DataReadDetector() {
+    at::removeCallback(handle_);
+    reads() = {};  // the forward's tensors it read are not kept past the capture
+  }
   DataReadDetector(const DataReadDetector&) = delete;
   DataReadDetector& operator=(const DataReadDetector&) = delete;
 
-  /// The first op since construction that read data the trace does not compute from constants, and
-  /// what that data depends on; or empty.
+  /// The first op since construction that read data no plan can check (random numbers, a tensor
+  /// the tracer did not see, a large tensor), and why; or empty.
   std::string first_unseen() const { return reads().unseen; }
   /// The ops that read values computed from constants alone, in order (`item` and the
   /// `_local_scalar_dense` it calls count once).
   std::vector<std::string> from_constants() const { return reads().from_constants; }
+  /// The reads of tensors computed from graph inputs, in order.
+  std::vector<GuardedRead> guarded() const { return reads().guarded; }
 
  private:
   struct Reads {
     std::string unseen;
     std::vector<std::string> from_constants;
+    std::vector<GuardedRead> guarded;
     const void* last_tensor = nullptr;  // item's own _local_scalar_dense reads the same tensor
   };
   static Reads& reads() {
@@ -78,18 +103,31 @@ class DataReadDetector {
   static std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     auto& state = reads();
     if (!state.unseen.empty() || !reads_data_into_cpp(fn.name())) return nullptr;
-    std::string dependence;
     const void* first = nullptr;
+    bool from_constants = true;
     for (const auto& input : fn.inputs()) {
-      if (!input.isTensor() || !dependence.empty()) continue;
-      if (!first) first = input.toTensor().unsafeGetTensorImpl();
-      dependence = data_dependence(input.toTensor());
+      if (!input.isTensor()) continue;
+      const auto& tensor = input.toTensor();
+      if (!first) first = tensor.unsafeGetTensorImpl();
+      if (first == state.last_tensor && std::string(fn.name()) == "aten::_local_scalar_dense") return nullptr;
+      auto dependence = dependence_of(tensor);
+      if (!dependence.blocker.empty()) {
+        state.unseen = std::string(fn.name()) + " on " + dependence.blocker;
+        return nullptr;
+      }
+      if (dependence.inputs.empty()) continue;
+      from_constants = false;
+      if (tensor.numel() > kMaxGuardedElements) {
+        state.unseen = fmt::format("{} on a tensor of {} elements computed from graph inputs (arguments, parameters "
+                                   "or buffers)", fn.name(), tensor.numel());
+        return nullptr;
+      }
+      // Copied outside the trace: the copy is Zenith's, not the forward's.
+      at::tracer::impl::NoTracerDispatchMode no_tracer;
+      at::NoGradGuard no_grad;
+      state.guarded.push_back({fn.name(), tensor, tensor.detach().clone(), dependence.inputs});
     }
-    if (!dependence.empty()) {
-      state.unseen = std::string(fn.name()) + " on " + dependence;
-    } else if (first != state.last_tensor || std::string(fn.name()) != "aten::_local_scalar_dense") {
-      state.from_constants.emplace_back(fn.name());
-    }
+    if (from_constants) state.from_constants.emplace_back(fn.name());
     state.last_tensor = first;
     return nullptr;
   }
@@ -115,18 +153,22 @@ Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c1
   }
   const std::size_t tensor_args = capture.tensor_arg_positions.size();
 
+  DataReadDetector data_reads;
   auto traced = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
     // The tracer hands back the same tensors with trace values attached; put them back in place
     // among the non-tensor arguments.
     std::vector<c10::IValue> call_args = args;
     for (std::size_t k = 0; k < tensor_args; ++k) call_args[capture.tensor_arg_positions[k]] = inputs[k];
-    return {access.trace_forward ? access.trace_forward(call_args) : access.forward(call_args)};
+    torch::jit::Stack returned{access.trace_forward ? access.trace_forward(call_args) : access.forward(call_args)};
+    // Each tensor read into C++ from the call's data becomes an extra output: the plan computes it
+    // and checks it.
+    for (const auto& read : data_reads.guarded()) returned.emplace_back(read.read);
+    return returned;
   };
-  DataReadDetector data_reads;
   auto [tracing_state, outputs] = torch::jit::tracer::trace(
       std::move(trace_inputs), traced, [](const at::Tensor&) { return std::string(); },
       /*strict=*/false, /*force_outplace=*/false);
-  capture.result = outputs.size() == 1 ? outputs[0] : c10::IValue(c10::ivalue::Tuple::create(outputs));
+  capture.result = outputs.front();
   if (auto op = data_reads.first_unseen(); !op.empty()) {
     capture.unsupported = "the forward depends on tensor data the trace cannot see (it called " + op +
                           ", reading it into a C++ value); a plan would hold only for this call's values, so this "
@@ -135,13 +177,14 @@ Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c1
   }
   capture.reads_from_sizes = data_reads.from_constants();
   auto graph = tracing_state->graph;
+  for (auto& read : data_reads.guarded()) capture.value_guards.push_back({read.op, read.expected, read.inputs});
   torch::jit::Inline(*graph);
   // Turn in-place ops on fresh values into their functional forms where that is provably safe;
   // what remains mutates memory the caller can see and runs as written.
   torch::jit::RemoveTensorMutation(graph);
   torch::jit::EliminateDeadCode(graph);
   try {
-    capture.graph = import_torchscript(graph, bindings);
+    capture.graph = import_torchscript(graph, bindings, capture.value_guards.size());
   } catch (const Error& error) {
     capture.unsupported = error.what();
   }

@@ -29,7 +29,21 @@ struct Capture {
   std::vector<std::string> reads_from_sizes;
   /// Positions in the call's argument list of the tensor arguments, in graph input order.
   std::vector<int> tensor_arg_positions;
+  /// Reads into C++ of tensors computed from the call's arguments, parameters or buffers, in order:
+  /// the trace after each holds only for the value read. Their tensors are the graph's last
+  /// outputs (value_guards.size() of them, outside the output structure), compared with `expected`
+  /// by the plan (Plan::value_checks).
+  struct ValueGuard {
+    std::string op;                     ///< the op that read, e.g. "aten::item"
+    at::Tensor expected;                ///< a copy of what it read
+    std::vector<int> inputs;            ///< graph inputs the read tensor was computed from
+  };
+  std::vector<ValueGuard> value_guards;
 };
+
+/// Tensors larger than this are not guarded: a plan that holds only for one value of a large
+/// tensor is a remembered result, not a computation (their reads run the call eagerly).
+constexpr std::int64_t kMaxGuardedElements = 64;
 
 /// Runs `access.forward(args)` once under the tracer with `state` (the live parameters and buffers)
 /// as extra graph inputs, and converts the trace. Non-tensor arguments are baked in as constants.

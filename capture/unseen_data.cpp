@@ -216,11 +216,18 @@ std::string find_unseen_data(const detail::ModuleAccess& access, const std::vect
   if (auto why = uninitialized_read(capture.graph); !why.empty()) return why;
   // Tensor constants, and values read into C++ from tensors computed from constants, are what a
   // second capture on other values checks.
-  if (capture.graph.constants.empty() && capture.reads_from_sizes.empty()) return "";
+  if (capture.graph.constants.empty() && capture.reads_from_sizes.empty() && capture.value_guards.empty()) return "";
+  // Arguments a guarded read was computed from keep their values: the trace after the read holds
+  // for them alone, and the plan checks the value read. The others must not matter.
+  std::set<std::size_t> guarded;
+  for (const auto& guard : capture.value_guards) guarded.insert(guard.inputs.begin(), guard.inputs.end());
   std::vector<c10::IValue> perturbed = args;
   std::uint64_t seed = 0x5eed;
-  for (int position : capture.tensor_arg_positions) {
-    perturbed[position] = perturbed_copy(args[position].toTensor(), seed++);
+  for (std::size_t k = 0; k < capture.tensor_arg_positions.size(); ++k) {
+    const int position = capture.tensor_arg_positions[k];
+    const auto& tensor = args[position].toTensor();
+    // A copy either way: the caller's tensors are never handed to the checking run.
+    perturbed[position] = guarded.count(k) ? c10::IValue(tensor.detach().clone()) : perturbed_copy(tensor, seed++);
   }
   std::optional<Capture> second;
   {

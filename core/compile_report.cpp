@@ -28,6 +28,11 @@ std::string CompileReport::to_string() const {
                         nodes_final - host_nodes);
     for (const auto& line : graph_breaks) text += fmt::format("    {}\n", line);
   }
+  if (!value_checks.empty()) {
+    text += fmt::format("  value checks: {} data reads, each checked as soon as computed (another value runs eagerly):\n",
+                        value_checks.size());
+    for (const auto& line : value_checks) text += fmt::format("    {}\n", line);
+  }
   text += fmt::format("  kernels: {} compiled, {} from a cache, {} groups need no compile\n", kernels_compiled,
                       kernel_cache_hits, groups_without_compile);
   text += fmt::format("  time: capture {:.1f} ms, passes {:.1f} ms, backends {:.1f} ms, total {:.1f} ms", capture_ms,

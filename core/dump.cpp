@@ -31,6 +31,7 @@ json report_to_json(const CompileReport& report) {
               {"groups", report.groups},
               {"host_nodes", report.host_nodes},
               {"graph_breaks", report.graph_breaks},
+              {"value_checks", report.value_checks},
               {"nodes_per_backend", report.nodes_per_backend},
               {"kernels_compiled", report.kernels_compiled},
               {"kernel_cache_hits", report.kernel_cache_hits},
@@ -78,6 +79,7 @@ CompileReport report_from_json(const json& j) {
     report.groups = j.value("groups", 0);
     report.host_nodes = j.value("host_nodes", 0);
     report.graph_breaks = j.value("graph_breaks", std::vector<std::string>{});
+    report.value_checks = j.value("value_checks", std::vector<std::string>{});
     report.nodes_per_backend = j.value("nodes_per_backend", std::map<std::string, std::int64_t>{});
     report.kernels_compiled = j.value("kernels_compiled", 0);
     report.kernel_cache_hits = j.value("kernel_cache_hits", 0);

@@ -47,11 +47,28 @@ struct Step {
   std::int64_t max_extent = 0;
 };
 
+/// A value the forward read into C++ (`.item()`, `at::equal`) from data a call brings, in place of
+/// the op that read it: the trace after the read holds only for the value read then, so the plan
+/// compares the value with it as soon as a step has computed it.
+struct ValueCheck {
+  /// The graph value (one of the graph's outputs) compared.
+  int value = -1;
+  /// What the capture read: the check passes when the value equals it exactly (NaN never does).
+  at::Tensor expected;
+  /// The op that read it, e.g. "aten::item".
+  std::string op;
+  /// The step after which it is compared; -1: before the first (the value is a graph input).
+  int after_step = -1;
+};
+
 /// A compiled signature.
 struct Plan {
   /// The optimized graph the steps run.
   ir::Graph graph;
   std::vector<Step> steps;
+  /// Values checked while the plan runs, in step order; a failed check stops the run (the call
+  /// then runs eagerly). Plans with checks have no effects a caller could see before a check.
+  std::vector<ValueCheck> value_checks;
 };
 
 /// A compiled training signature: a call is one autograd node whose forward runs `forward` and

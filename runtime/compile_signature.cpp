@@ -14,6 +14,7 @@
 #include "passes/lowering.h"
 #include "passes/pass_manager.h"
 #include "runtime/dynamic_dims.h"
+#include "runtime/value_checks.h"
 #include "core/elapsed.h"
 
 namespace zenith::detail {
@@ -35,6 +36,15 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
                               : fmt::format("the call was {}", report.signature);
     throw Error(fmt::format("{}: forward raised while Zenith captured it: {}. {}. The compiled module is still usable.",
                             options_.name, what, context));
+  }
+  // Before the unseen-data check, which runs the forward again: a forward whose effects rule out
+  // value checks is not run twice.
+  if (capture.unsupported.empty() && !capture.value_guards.empty()) {
+    capture.unsupported = needs_gradients(args, state)
+                              ? fmt::format("the forward reads its data into C++ ({}) and the call needs gradients: "
+                                            "training plans have no value checks",
+                                            capture.value_guards.front().op)
+                              : value_check_refusal(capture);
   }
   if (capture.unsupported.empty()) capture.unsupported = capture::find_unseen_data(access_, args, state, capture);
   report.capture_ms = ms_since(start);
@@ -80,6 +90,12 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   auto probe_start = Clock::now();
   if (!dims.empty()) {
     static_reason = capture::check_dims(args, dims);
+    if (static_reason.empty() && !capture.value_guards.empty()) {
+      remember_refusal = true;
+      static_reason = fmt::format("the forward reads {} values of its data into C++ ({}); the plan checks them and "
+                                  "holds for these exact sizes",
+                                  capture.value_guards.size(), capture.value_guards.front().op);
+    }
     if (static_reason.empty() && reads_pin_sizes(capture)) {
       // Their values were read at this call's sizes and may have chosen which ops ran; no polynomial
       // stands behind such a choice. (In a straight-line forward they only become arguments.)
@@ -127,7 +143,13 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
       plan = build.plan;
       entry->training = build.training;
     } else {
-      plan = optimize_and_lower(std::move(capture.graph), report);
+      auto lowered = optimize_and_lower(std::move(capture.graph), report);
+      attach_value_checks(*lowered, capture);
+      report.value_checks = describe_value_checks(*lowered);
+      for (const auto& line : report.value_checks) {
+        log::info("{}: graph break at a data read: {}; a call with another value runs eagerly", options_.name, line);
+      }
+      plan = std::move(lowered);
     }
   } catch (const Error& error) {
     return fall_back(error.what());

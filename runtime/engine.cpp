@@ -125,10 +125,10 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
       return compiled.result;
     }
-    if (entry->plan == nullptr) ++stats_.eager_calls;
+    if (entry->plan == nullptr || gave_up_checking(*entry)) ++stats_.eager_calls;
     if (entry->training) ++stats_.training_calls;
   }
-  if (entry->plan == nullptr) return run_eager(args);
+  if (entry->plan == nullptr || gave_up_checking(*entry)) return run_eager(args);
   if (entry->training) {
     if (!options_.profile_dir.empty() && !told_training_profile_.exchange(true)) {
       log::info("{}: training calls are not profiled (CompileOptions::profile_dir profiles inference plans)",
@@ -143,12 +143,45 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
 
 c10::IValue Engine::run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
                              const State& state) {
-  auto profile = reserve_profile_run(signature);
-  if (!profile) return execute(*entry.plan, call_tensors(args, state));
-  StepTimer timer(profile->origin());
-  auto result = execute(*entry.plan, call_tensors(args, state), &timer);
-  record_profile_run(*profile, *entry.plan, signature, timer);
-  return result;
+  try {
+    auto profile = reserve_profile_run(signature);
+    c10::IValue result;
+    if (!profile) {
+      result = execute(*entry.plan, call_tensors(args, state));
+    } else {
+      StepTimer timer(profile->origin());
+      result = execute(*entry.plan, call_tensors(args, state), &timer);
+      record_profile_run(*profile, *entry.plan, signature, timer);
+    }
+    if (!entry.plan->value_checks.empty()) entry.value_check_failures_in_a_row = 0;
+    return result;
+  } catch (const ValueCheckFailed& failed) {
+    // The plan stopped before anything the caller sees was written (value_checks.h).
+    if (!options_.fallback_to_eager) {
+      throw Error(fmt::format("{}: cannot run the call {} compiled: {}; its plan holds for the value read at capture "
+                              "only. Set CompileOptions::fallback_to_eager to run such calls eagerly. The compiled "
+                              "module is still usable.",
+                              options_.name, signature.to_string(), failed.what()));
+    }
+    const int in_a_row = ++entry.value_check_failures_in_a_row;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.value_check_failures;
+      ++stats_.eager_calls;
+      const std::string why =
+          fmt::format("a value the forward read into C++ ({}) differed from the one read at capture", failed.op());
+      if (told_eager_.insert(why).second) log::info("{}: {}; such calls run eagerly", options_.name, why);
+      if (in_a_row == kValueCheckFailuresToGiveUp) {
+        log::info("{}: {}: the value {} reads changed {} calls in a row; this signature runs eagerly from now on",
+                  options_.name, signature.to_string(), failed.op(), in_a_row);
+      }
+    }
+    return run_eager(args);
+  }
+}
+
+bool Engine::gave_up_checking(const Entry& entry) {
+  return entry.value_check_failures_in_a_row.load() >= kValueCheckFailuresToGiveUp;
 }
 
 c10::IValue Engine::run_eager(const std::vector<c10::IValue>& args) { return access_.forward(args); }

@@ -45,7 +45,12 @@ class Engine {
     /// Training signatures: the forward and backward plans of the autograd node.
     std::shared_ptr<const TrainingPlan> training;
     std::string eager_reason;
+    /// Plans with value checks: runs stopped by a check since the last that passed them all. At
+    /// kValueCheckFailuresToGiveUp the value read changes from call to call, and the signature runs
+    /// eagerly without trying its plan.
+    mutable std::atomic<int> value_check_failures_in_a_row{0};
   };
+  static constexpr int kValueCheckFailuresToGiveUp = 3;
   struct Compiled {
     std::shared_ptr<const Entry> entry;
     c10::IValue result;  // what the capture's forward returned
@@ -104,6 +109,8 @@ class Engine {
   }
   /// The dimensions a capture of `signature` should make symbolic.
   std::vector<DynamicDim> dims_to_make_symbolic(const Signature& signature) const;
+  /// Whether `entry`'s value checks failed so often in a row that its signature runs eagerly.
+  static bool gave_up_checking(const Entry& entry);
   c10::IValue run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
                        const State& state);
   /// A replay profile (CompileOptions::profile_dir): the profile this run of `signature`'s plan

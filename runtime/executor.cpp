@@ -78,7 +78,21 @@ void run_host_step(const Step& step, std::vector<at::Tensor>& values) {
   for (std::size_t o = 0; o < step.outputs.size(); ++o) values[step.outputs[o]] = std::move(results[o]);
 }
 
+// Exactly the value read at capture: same type and every element equal (NaN differs from itself,
+// so a NaN read always runs eagerly).
+bool same_value(const at::Tensor& value, const at::Tensor& expected) {
+  if (!value.defined() || value.scalar_type() != expected.scalar_type() || value.sizes() != expected.sizes()) {
+    return false;
+  }
+  return at::equal(value.device() == expected.device() ? value : value.to(expected.device()), expected);
+}
+
 }  // namespace
+
+ValueCheckFailed::ValueCheckFailed(const ValueCheck& check)
+    : std::runtime_error(fmt::format("the value {} read at capture (graph value %{}) is different in this call",
+                                     check.op, check.value)),
+      op_(check.op) {}
 
 at::Tensor conform_output(at::Tensor tensor, const ir::TensorType& type, const std::string& backend, std::size_t output) {
   if (tensor.scalar_type() != type.dtype || tensor.device() != type.device ||
@@ -138,12 +152,20 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Ten
   std::vector<at::Tensor> values(graph.values.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
+  auto check = plan.value_checks.begin();
+  auto check_through = [&](int step) {
+    for (; check != plan.value_checks.end() && check->after_step <= step; ++check) {
+      if (!same_value(values[check->value], check->expected)) throw ValueCheckFailed(*check);
+    }
+  };
+  check_through(-1);
   for (std::size_t index = 0; index < plan.steps.size(); ++index) {
     const auto& step = plan.steps[index];
     if (timer != nullptr) timer->before(index, step);
     if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values);
     else run_host_step(step, values);
     if (timer != nullptr) timer->after(step);
+    check_through(static_cast<int>(index));
     for (int id : step.release_after) values[id].reset();
   }
   std::vector<at::Tensor> flat;

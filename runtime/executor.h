@@ -1,6 +1,7 @@
 // The executor: runs a Plan on bound inputs.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,18 @@
 #include "runtime/step_timer.h"
 
 namespace zenith {
+
+/// Thrown by execute() and execute_flat() when one of the plan's value checks fails: the call's
+/// data differs from what the forward read at capture, and the plan does not hold for it. Nothing a
+/// caller sees has been written (Plan::value_checks).
+class ValueCheckFailed : public std::runtime_error {
+ public:
+  explicit ValueCheckFailed(const ValueCheck& check);
+  const std::string& op() const { return op_; }
+
+ private:
+  std::string op_;
+};
 
 /// Runs `plan`. `inputs` holds one tensor per graph input, in graph input order (call tensors,
 /// then parameters and buffers). Returns the outputs nested as the graph's output structure.

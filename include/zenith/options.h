@@ -79,7 +79,8 @@ struct CompileOptions {
   /// ZENITH_CHANNELS_LAST=0|1.
   bool channels_last = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
-  /// eagerly and log why once. When false, throw a zenith::Error instead.
+  /// eagerly and log why once; likewise a call whose plan's value check fails (a value the forward
+  /// read into C++ differs from the capture's). When false, throw a zenith::Error instead.
   bool fallback_to_eager = true;
   /// Folder for replay profiles; empty writes none. Overridden by ZENITH_PROFILE_DIR. Each plan's
   /// first `profile_calls` runs are timed step by step (host time, and device time from events on
@@ -122,6 +123,7 @@ struct CacheStats {
   std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture
   double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together
   std::int64_t kernels_compiled = 0; ///< kernels backends compiled for this module, all plans together
+  std::int64_t value_check_failures = 0;  ///< plan runs stopped by a value check and run eagerly (in eager_calls)
   std::size_t size = 0;          ///< plans cached now
   std::size_t capacity = 0;      ///< plan_cache_size
 };
@@ -138,6 +140,11 @@ struct CompileReport {
   /// the plan's kernels, each as "op: why each backend declined". The plan's other nodes run in
   /// kernels; a signature whose every node would break runs wholly eagerly instead.
   std::vector<std::string> graph_breaks;
+  /// Graph breaks at data reads: each op that read a tensor computed from the call's data into
+  /// C++ (`.item()`, `at::equal`), as "op of type (graph value %id), checked after step k of n".
+  /// The plan holds for the value read at capture: it compares the tensor as soon as a step has
+  /// computed it, and a call whose value differs runs eagerly (CacheStats::value_check_failures).
+  std::vector<std::string> value_checks;
   std::map<std::string, std::int64_t> nodes_per_backend;  ///< IR nodes each backend runs
   std::int64_t kernels_compiled = 0;         ///< kernels compiled by backends for this plan
   std::int64_t kernel_cache_hits = 0;        ///< kernels a backend served from its cache

@@ -169,6 +169,18 @@ TEST_F(InspectTest, SummaryListsGraphBreaks) {
   EXPECT_EQ(lines_containing(run.output, "  aten::add.Tensor: cpu: not today").size(), 1u) << run.output;
 }
 
+TEST_F(InspectTest, SummaryListsValueChecks) {
+  auto dump = dump_of(relu_add_graph(), "ReluAdd");
+  EXPECT_TRUE(lines_containing(inspect({"summary", write_dump("plain.json", dump)}).output, "value checks").empty());
+  dump.report.value_checks = {"aten::item of bool[] (graph value %3), checked after step 0 of 2"};
+  auto run = inspect({"summary", write_dump("checks.json", dump)});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(lines_containing(run.output, "value checks: 1 data reads checked while the plan runs").size(), 1u)
+      << run.output;
+  EXPECT_EQ(lines_containing(run.output, "  aten::item of bool[] (graph value %3), checked after step 0 of 2").size(), 1u)
+      << run.output;
+}
+
 TEST_F(InspectTest, DiffOfADumpWithItselfFindsNothing) {
   auto file = good_dump();
   auto run = inspect({"diff", file, file});

@@ -98,23 +98,30 @@ TEST(BadInput, BadOptionsAreRejectedAtCompile) {
 }
 
 // Data-dependent: the length depends on the values, which a trace cannot see. Replaying a plan
-// traced on positive data would give a wrong result on negative data of the same shape.
+// traced on positive data would give a wrong result on negative data of the same shape: the plan
+// checks the value read (a value check) and such a call runs eagerly, or throws without fallback.
 at::Tensor data_dependent(at::Tensor x) { return x.narrow(0, 0, x.sum().item<int64_t>() > 0 ? 1 : 2); }
 
-TEST(BadInput, DataDependentForwardRunsEagerlyInsteadOfBakingTheValue) {
+TEST(BadInput, DataDependentForwardChecksTheValueInsteadOfBakingIt) {
   torch::NoGradGuard no_grad;
   auto fast = compile(&data_dependent);
   auto positive = torch::ones({3}), negative = -torch::ones({3});
   EXPECT_TRUE(torch::equal(fast(positive), data_dependent(positive)));
   EXPECT_TRUE(torch::equal(fast(negative), data_dependent(negative)));
   EXPECT_EQ(fast(negative).size(0), 2);
-  auto report = fast.report();
-  EXPECT_TRUE(report.eager_fallback);
-  EXPECT_NE(report.fallback_reason.find("depends on tensor data"), std::string::npos) << report.fallback_reason;
+  EXPECT_EQ(fast.report().value_checks.size(), 1u) << fast.report().to_string();
+  EXPECT_EQ(fast.stats().value_check_failures, 2);
   CompileOptions strict;
   strict.fallback_to_eager = false;
   auto refusing = compile(&data_dependent, strict);
-  EXPECT_THROW(refusing(positive), Error);
+  EXPECT_TRUE(torch::equal(refusing(positive), data_dependent(positive)));
+  try {
+    refusing(negative);
+    ADD_FAILURE() << "a failed value check without fallback must throw";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("aten::item"), std::string::npos) << error.what();
+  }
+  EXPECT_TRUE(torch::equal(refusing(positive), data_dependent(positive))) << "still usable";
 }
 
 TEST(BadInput, AGraphNoBackendAcceptsFallsBackToEagerOrThrows) {

@@ -77,6 +77,10 @@ void write_times(const CompileReport& report, std::ostream& out) {
     out << fmt::format("graph breaks: {} nodes run eagerly between kernels\n", report.graph_breaks.size());
     for (const auto& line : report.graph_breaks) out << "  " << line << "\n";
   }
+  if (!report.value_checks.empty()) {
+    out << fmt::format("value checks: {} data reads checked while the plan runs\n", report.value_checks.size());
+    for (const auto& line : report.value_checks) out << "  " << line << "\n";
+  }
   if (report.backward.compiled) {
     out << fmt::format("backward: {} nodes, {} kernel launches, {} values saved, {} recomputed, {:.3f} ms; {} training "
                        "calls at capture\n",
