@@ -197,6 +197,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   log::info("{}", report.to_string());
   last_signature_ = signature;
   entry->plan = std::move(plan);
+  if (!entry->training) attach_inference_graph(*entry, state.size());
   return Compiled{entry, capture.result};
 }
 

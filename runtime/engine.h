@@ -49,6 +49,9 @@ class Engine {
     /// kValueCheckFailuresToGiveUp the value read changes from call to call, and the signature runs
     /// eagerly without trying its plan.
     mutable std::atomic<int> value_check_failures_in_a_row{0};
+    /// Inference plans on a CUDA device (CompileOptions::cuda_graphs): the plan replayed as one
+    /// CUDA graph from its second call, or null (it runs launch by launch).
+    std::shared_ptr<PlanGraph> graph;
   };
   static constexpr int kValueCheckFailuresToGiveUp = 3;
   struct Compiled {
@@ -89,6 +92,9 @@ class Engine {
   /// first `arguments` inputs are the call's tensors; the backward's first `saved` inputs are the
   /// values the forward saved.
   void attach_graphs(TrainingPlan& training, std::size_t arguments, std::size_t saved) const;
+  /// Gives an inference entry its CUDA graph where its plan can be replayed as one (logs why not at
+  /// info when the plan runs on CUDA). The plan's last `state` inputs are parameters and buffers.
+  void attach_inference_graph(Entry& entry, std::size_t state) const;
   /// Captures the forward at the probe sizes of `design` and marks the size-dependent nodes of all
   /// captures, `base` included. Returns why the dims cannot be symbolic, or empty.
   std::string capture_probes(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,

@@ -64,11 +64,16 @@ struct CompileOptions {
   /// the call becomes one autograd node running a compiled forward and a compiled backward.
   /// When false, such calls run eagerly. Overridden by ZENITH_TRAINING=0|1.
   bool compile_training = true;
-  /// Replays each compiled training forward and backward on a CUDA device as one CUDA graph, from
-  /// its second call on: the step's launches cost the host one launch each. A call whose inputs
-  /// moved or whose previous outputs are still held runs launch by launch instead (never wrong,
-  /// only slower); CacheStats counts both. The graphs keep their memory between calls. Overridden
-  /// by ZENITH_CUDA_GRAPHS=0|1.
+  /// Replays each compiled plan on a CUDA device as one CUDA graph: a training step's forward and
+  /// backward from their second call on, an inference plan from its signature's third call (the
+  /// first is the capture, the second runs launch by launch); the launches cost the host one
+  /// launch. Inference graphs copy the call's tensors into buffers of their own and copy every
+  /// result out, so results a caller keeps are never overwritten; parameters and buffers are read
+  /// where they lie. A call whose parameters moved or whose previous outputs are still held runs
+  /// launch by launch instead (never wrong, only slower); CacheStats counts both. Plans with value
+  /// checks, plans that write into or return their arguments, and symbolic plans' instances run
+  /// launch by launch. The graphs keep their memory between calls. Overridden by
+  /// ZENITH_CUDA_GRAPHS=0|1.
   bool cuda_graphs = true;
   /// Runs the convolutions of a compiled training step on a CUDA device channels-last (NHWC):
   /// cuDNN's float32 kernels work in that layout, so eager's NCHW convolutions pay for transposes

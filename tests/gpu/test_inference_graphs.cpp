@@ -1,0 +1,178 @@
+// CUDA graphs of inference plans (CompileOptions::cuda_graphs, on by default): from a signature's
+// third call its plan replays as one graph. Replays match eager on fresh inputs, results a caller
+// keeps are never overwritten by a later replay, parameters updated in place or replaced are seen,
+// and plans a graph cannot serve (value checks, a capture that fails) run launch by launch. Label gpu.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "training/gradient_check.h"
+#include "zenith/compile.h"
+
+namespace {
+
+using zenith::testing::expect_close;
+
+const torch::Device kDevice(torch::kCUDA);
+// Fused kernels against eager's, TF32 off: float32 roundoff through two matrix products.
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-4;
+
+class InferenceGraphs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+    torch::manual_seed(21);
+  }
+};
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() : a(register_module("a", torch::nn::Linear(32, 64))), b(register_module("b", torch::nn::Linear(64, 16))) {}
+  torch::Tensor forward(torch::Tensor x) { return b->forward(torch::gelu(a->forward(x)) * 2 + 1).tanh(); }
+  torch::nn::Linear a, b;
+};
+TORCH_MODULE(Mlp);
+
+zenith::CompileOptions options(const std::string& name) {
+  zenith::CompileOptions o;
+  o.name = name;
+  o.fallback_to_eager = false;
+  return o;
+}
+
+TEST_F(InferenceGraphs, ReplaysMatchEagerAndKeptResultsStay) {
+  torch::NoGradGuard no_grad;
+  Mlp mlp;
+  mlp->to(kDevice);
+  mlp->eval();
+  auto fast = zenith::compile(mlp, options("replays"));
+  // Call 1 captures the signature, call 2 runs the plan launch by launch, call 3 captures the graph
+  // and replays it, and every later call replays it on its own inputs.
+  constexpr int kCalls = 7;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> kept;
+  for (int call = 0; call < kCalls; ++call) {
+    auto x = torch::randn({8, 32}, kDevice);
+    auto got = fast(x);
+    auto want = mlp->forward(x);
+    expect_close(got, want, kRtol, kAtol, "call " + std::to_string(call));
+    kept.emplace_back(got, want);
+  }
+  for (std::size_t call = 0; call < kept.size(); ++call) {
+    expect_close(kept[call].first, kept[call].second, kRtol, kAtol, "kept result of call " + std::to_string(call));
+  }
+  const auto stats = fast.stats();
+  EXPECT_EQ(stats.graph_captures, 1);
+  EXPECT_EQ(stats.graph_replays, kCalls - 2);
+  EXPECT_EQ(stats.graph_plain_runs, 0);
+  EXPECT_EQ(stats.graph_failures, 0);
+  EXPECT_EQ(stats.eager_calls, 0);
+}
+
+TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
+  torch::NoGradGuard no_grad;
+  Mlp mlp;
+  mlp->to(kDevice);
+  mlp->eval();
+  auto fast = zenith::compile(mlp, options("parameters"));
+  auto check = [&](const std::string& what) {
+    auto x = torch::randn({8, 32}, kDevice);
+    expect_close(fast(x), mlp->forward(x), kRtol, kAtol, what);
+  };
+  for (int call = 0; call < 4; ++call) check("before, call " + std::to_string(call));
+  ASSERT_EQ(fast.stats().graph_captures, 1);
+  for (auto& p : mlp->parameters()) p.mul_(0.5);  // where the graph reads them
+  for (int call = 0; call < 2; ++call) check("updated in place, call " + std::to_string(call));
+  for (auto& p : mlp->parameters()) p.set_data(torch::randn_like(p));  // new memory
+  for (int call = 0; call < 5; ++call) check("replaced, call " + std::to_string(call));
+  EXPECT_GE(fast.stats().graph_replays, 4);
+}
+
+TEST_F(InferenceGraphs, OffByOptionRunsLaunchByLaunch) {
+  torch::NoGradGuard no_grad;
+  Mlp mlp;
+  mlp->to(kDevice);
+  auto o = options("off");
+  o.cuda_graphs = false;
+  auto fast = zenith::compile(mlp, o);
+  for (int call = 0; call < 4; ++call) {
+    auto x = torch::randn({8, 32}, kDevice);
+    expect_close(fast(x), mlp->forward(x), kRtol, kAtol, "call " + std::to_string(call));
+  }
+  EXPECT_EQ(fast.stats().graph_captures, 0);
+  EXPECT_EQ(fast.stats().graph_replays, 0);
+}
+
+TEST_F(InferenceGraphs, APlanWithValueChecksRunsLaunchByLaunch) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](torch::Tensor x, torch::Tensor flag) {
+    auto h = x * 2;
+    return flag.sum().item<std::int64_t>() > 0 ? h.relu() : h.sigmoid();
+  };
+  auto o = options("checks");
+  o.fallback_to_eager = true;  // a call with the other flag runs eagerly
+  auto fast = zenith::compile(fn, o);
+  auto on = torch::ones({2}, torch::TensorOptions().dtype(torch::kLong).device(kDevice));
+  for (int call = 0; call < 4; ++call) {
+    auto x = torch::randn({16}, kDevice);
+    expect_close(fast(x, on), fn(x, on), kRtol, kAtol, "call " + std::to_string(call));
+  }
+  auto x = torch::randn({16}, kDevice);
+  expect_close(fast(x, -on), fn(x, -on), kRtol, kAtol, "the other flag");
+  EXPECT_EQ(fast.report().value_checks.size(), 1u);
+  EXPECT_EQ(fast.stats().value_check_failures, 1);
+  EXPECT_EQ(fast.stats().graph_captures, 0);
+}
+
+TEST_F(InferenceGraphs, ForwardsThatWriteOrReturnTheirArgumentsRunLaunchByLaunch) {
+  // A replay reads the call's tensors from copies: a write into one would land in the copy, and a
+  // returned view of one would not alias it.
+  torch::NoGradGuard no_grad;
+  auto writes = [](torch::Tensor x) {
+    x.mul_(2);
+    return x.exp();
+  };
+  auto views = [](torch::Tensor x) { return x.view({4, 4}).t(); };
+  auto writing = zenith::compile(writes, options("writes"));
+  auto view_options = options("views");
+  view_options.fallback_to_eager = true;  // a plan of views alone launches nothing, and may run eagerly
+  auto viewing = zenith::compile(views, view_options);
+  for (int call = 0; call < 4; ++call) {
+    auto x = torch::randn({16}, kDevice);
+    auto mine = x.clone(), theirs = x.clone();
+    expect_close(writing(mine), writes(theirs), kRtol, kAtol, "writes, call " + std::to_string(call));
+    expect_close(mine, theirs, kRtol, kAtol, "the argument written, call " + std::to_string(call));
+    auto viewed = viewing(x);
+    EXPECT_EQ(viewed.data_ptr(), x.data_ptr()) << "a view of the argument, as eager returns, call " << call;
+  }
+  EXPECT_EQ(writing.stats().graph_captures, 0);
+  EXPECT_EQ(viewing.stats().graph_captures, 0);
+}
+
+TEST_F(InferenceGraphs, AFailedCaptureRunsLaunchByLaunch) {
+  // hostsync takes the relu, claims to be graph-safe and synchronizes its stream: CUDA refuses that
+  // inside a capture.
+  torch::NoGradGuard no_grad;
+  auto o = options("hostsync");
+  o.plugin_paths = {ZENITH_HOSTSYNC_PLUGIN};
+  o.backends = {"hostsync", "torch_gpu"};
+  torch::nn::Linear a(16, 32), b(64, 8);
+  a->to(kDevice);
+  b->to(kDevice);
+  auto fn = [&](torch::Tensor x) {
+    auto h = a->forward(x);
+    return b->forward(torch::relu(torch::cat({h, h}, 1)));
+  };
+  auto fast = zenith::compile(fn, o);
+  for (int call = 0; call < 5; ++call) {
+    auto x = torch::randn({8, 16}, kDevice);
+    expect_close(fast(x), fn(x), kRtol, kAtol, "call " + std::to_string(call));
+  }
+  EXPECT_EQ(fast.report().nodes_per_backend.count("hostsync"), 1u) << fast.report().to_string();
+  EXPECT_EQ(fast.stats().graph_failures, 1);
+  EXPECT_EQ(fast.stats().graph_replays, 0);
+  auto y = torch::randn({64}, kDevice);
+  EXPECT_TRUE(torch::equal(torch::relu(y).cpu(), torch::relu(y.cpu()))) << "the failed capture left no error behind";
+}
+
+}  // namespace
