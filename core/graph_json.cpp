@@ -115,6 +115,14 @@ T get(const json& object, const std::string& key, const std::string& path) {
   }
 }
 
+// An optional field: `fallback` when absent, else its value, which must have T's type (a field of
+// another type is an error, not the fallback: found by fuzzing, it threw nlohmann's type_error).
+template <typename T>
+T optional_field(const json& object, const std::string& key, T fallback, const std::string& path) {
+  if (!object.is_object() || !object.contains(key)) return fallback;
+  return get<T>(object, key, path);
+}
+
 double double_from_json(const json& j, const std::string& path) {
   if (j.is_number()) return j.get<double>();
   if (j.is_string()) {
@@ -235,13 +243,13 @@ void read_value(Graph& graph, const json& j, const std::string& path) {
   } catch (const std::exception&) {
     fail(path + "/device", "'" + device + "' is not a device");
   }
-  value.type.requires_grad = j.value("requires_grad", false);
+  value.type.requires_grad = optional_field(j, "requires_grad", false, path);
   try {
     value.role = role_from_name(get<std::string>(j, "role", path));
   } catch (const Error& e) {
     fail(path + "/role", e.what());
   }
-  value.name = j.value("name", "");
+  value.name = optional_field<std::string>(j, "name", "", path);
   if (static_cast<std::size_t>(value.id) >= graph.values.size()) graph.values.resize(value.id + 1);
   if (graph.values[value.id]) fail(path + "/id", fmt::format("value %{} is listed twice", value.id));
   if (value.role == ValueRole::Constant && j.contains("data") && !j["data"].is_null()) {
@@ -253,7 +261,7 @@ void read_value(Graph& graph, const json& j, const std::string& path) {
 Node read_node(const json& j, const std::string& path) {
   Node node;
   node.op = get<std::string>(j, "op", path);
-  node.overload = j.value("overload", "");
+  node.overload = optional_field<std::string>(j, "overload", "", path);
   const auto& args = field(j, "args", path);
   if (!args.is_array()) fail(path + "/args", "expected an array");
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -261,8 +269,8 @@ Node read_node(const json& j, const std::string& path) {
     node.args.push_back(Argument{get<std::string>(args[i], "name", arg_path), read_arg_value(args[i], arg_path)});
   }
   node.outputs = get<std::vector<int>>(j, "outputs", path);
-  node.list_output = j.value("list_output", false);
-  node.fusion_group = j.value("fusion_group", -1);
+  node.list_output = optional_field(j, "list_output", false, path);
+  node.fusion_group = optional_field(j, "fusion_group", -1, path);
   return node;
 }
 
@@ -341,6 +349,9 @@ json parse_json(const std::string& text, const std::string& what) {
     return json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("{} is not valid JSON (byte {}): {}. Check that the file is complete.", what, e.byte, e.what()));
+  } catch (const json::exception& e) {
+    // Valid syntax the parser still refuses: a number too large for a double (found by fuzzing).
+    throw Error(fmt::format("{} holds JSON Zenith cannot read: {}", what, e.what()));
   }
 }
 

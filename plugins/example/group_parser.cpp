@@ -294,7 +294,7 @@ Program parse_group(const char* text, std::size_t size) {
   json group;
   try {
     group = json::parse(text, text + size);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, and numbers too large for a double
     malformed(std::string("group JSON does not parse: ") + e.what());
   }
   try {

@@ -168,6 +168,21 @@ TEST(GraphJson, MissingAndMistypedFieldsNameTheirPath) {
   EXPECT_NE(error_of(bad_arg.dump()).find("/nodes/0/args/0"), std::string::npos);
 }
 
+// Both found by fuzzing (tests/fuzz): nlohmann's own exceptions escaped instead of a zenith::Error.
+TEST(GraphJson, FuzzFindingsGiveZenithErrors) {
+  EXPECT_NE(error_of("5E92222").find("test.json holds JSON Zenith cannot read"), std::string::npos)
+      << error_of("5E92222");
+  auto json = to_json(testing::elementwise_chain(), GraphKind::Graph);
+  auto mistyped = json;
+  mistyped["values"][0]["requires_grad"] = "yes";
+  EXPECT_NE(error_of(mistyped.dump()).find("/values/0/requires_grad: wrong type"), std::string::npos)
+      << error_of(mistyped.dump());
+  auto overload = json;
+  overload["nodes"][0]["overload"] = 3;
+  EXPECT_NE(error_of(overload.dump()).find("/nodes/0/overload: wrong type"), std::string::npos)
+      << error_of(overload.dump());
+}
+
 TEST(GraphJson, StructuralProblemsAreCaughtByTheVerifier) {
   auto json = to_json(testing::elementwise_chain(), GraphKind::Graph);
   json["nodes"][0]["args"][0]["value"] = 99;

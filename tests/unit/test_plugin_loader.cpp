@@ -108,6 +108,16 @@ TEST_F(PluginLoader, BackendOrderPicksAndSkips) {
   EXPECT_EQ(reordered[0]->name(), "cpu");
 }
 
+// Found by fuzzing (tests/fuzz): a number too large for a double made the example plugin's parser
+// throw nlohmann's out_of_range, reported as an internal error instead of a malformed group.
+TEST_F(PluginLoader, ExamplePluginCallsAnOverflowingNumberMalformed) {
+  auto example = load_backend(ZENITH_EXAMPLE_PLUGIN_DIR "/libzenith-backend-example.so");
+  auto reason = example->query("7E575");
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("INVALID_ARGUMENT"), std::string::npos) << *reason;
+  EXPECT_NE(reason->find("group JSON does not parse"), std::string::npos) << *reason;
+}
+
 TEST_F(PluginLoader, ExamplePluginRunsElementwiseOpsAndCpuTheRest) {
   torch::NoGradGuard no_grad;
   CompileOptions options;
