@@ -1,6 +1,8 @@
 #include "core/plugin_loader.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -93,8 +95,30 @@ std::string check_table(const zn_plugin_api* api) {
   return "";
 }
 
+// Why `real_path` must not be loaded into this process, or empty: only a regular file owned by
+// this user or root, which not every user may write, runs its code here. (Group-writable files
+// pass: a umask of 002 makes every build's plugins so.)
+std::string file_refusal(const std::string& real_path) {
+  struct stat info {};
+  if (::stat(real_path.c_str(), &info) != 0) return "it cannot be read (stat failed)";
+  if (!S_ISREG(info.st_mode)) return "it is not a regular file";
+  if (info.st_uid != ::geteuid() && info.st_uid != 0) {
+    return fmt::format("it is owned by user {}, neither this user ({}) nor root; another user's library would run "
+                       "as this process",
+                       info.st_uid, ::geteuid());
+  }
+  if ((info.st_mode & S_IWOTH) != 0) {
+    return fmt::format("its mode {:o} lets every user write it; chmod o-w it", info.st_mode & 07777);
+  }
+  return "";
+}
+
 // Tries one file; fills `candidate` and returns the backend or null.
 const Backend* load_one(LoaderState& s, PluginCandidate& candidate, const std::string& real_path) {
+  if (auto why = file_refusal(real_path); !why.empty()) {
+    candidate.reason = why;
+    return nullptr;
+  }
   void* library = dlopen(real_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* error = dlerror();
@@ -167,6 +191,18 @@ Outcome consider(LoaderState& s, const std::string& path, const std::string& sou
   return s.by_real_path[real];
 }
 
+void refuse_relative(LoaderState& s, const std::string& entry, const std::string& source) {
+  if (std::any_of(s.candidates.begin(), s.candidates.end(),
+                  [&](const PluginCandidate& c) { return c.path == entry && c.source == source; })) {
+    return;  // reported once
+  }
+  PluginCandidate relative{entry, source, false, "", 0,
+                           "a relative entry, which Zenith does not search (it would depend on the current "
+                           "directory); give an absolute path"};
+  log::warn("plugin candidate {} (from {}) skipped: {}", entry, source, relative.reason);
+  s.candidates.push_back(relative);
+}
+
 }  // namespace
 
 std::string libzenith_folder() {
@@ -181,8 +217,14 @@ std::vector<const Backend*> discover_backends(const std::vector<std::string>& ex
   std::lock_guard<std::mutex> lock(s.mutex);
   for (const auto& entry : explicit_paths)
     for (const auto& file : expand(entry)) consider(s, file, "explicit");
-  for (const auto& entry : split_path_list(std::getenv("ZENITH_PLUGIN_PATH")))
+  for (const auto& entry : split_path_list(std::getenv("ZENITH_PLUGIN_PATH"))) {
+    if (fs::path(entry).is_relative()) {
+      // It would name a different file in every current directory.
+      refuse_relative(s, entry, "ZENITH_PLUGIN_PATH");
+      continue;
+    }
     for (const auto& file : expand(entry)) consider(s, file, "ZENITH_PLUGIN_PATH");
+  }
   // Installed, plugins live in <libdir>/zenith/plugins beside libzenith, wherever the prefix is;
   // in a build tree they sit next to libzenith itself.
   if (auto own = libzenith_folder(); !own.empty()) {

@@ -3,9 +3,11 @@
 // Search order: explicit paths (CompileOptions::plugin_paths), ZENITH_PLUGIN_PATH (a colon list of
 // files or folders), the install folder (zenith/plugins beside libzenith, i.e.
 // <prefix>/lib/zenith/plugins), the folder of libzenith.
-// Never the current directory. In folders, files named libzenith-backend-*.so are candidates. A
-// candidate that fails (not a shared library, no entry symbol, another ABI major, a table too
-// short, init failing) is logged with its reason and skipped. A file seen twice (same real path)
+// Never the current directory: relative ZENITH_PLUGIN_PATH entries are reported and skipped. In
+// folders, files named libzenith-backend-*.so are candidates. Only a regular file owned by this
+// user or root, and not writable by every user, is loaded. A candidate that fails (that
+// check, not a shared library, no entry symbol, another ABI major, a table too short, init
+// failing) is logged with its reason and skipped; so is an entry that does not exist. A file seen twice (same real path)
 // or a second plugin with a name already loaded is ignored. Plugins are never unloaded.
 #pragma once
 

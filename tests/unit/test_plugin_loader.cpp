@@ -4,9 +4,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <torch/torch.h>
 
+#include "common/temp_folder.h"
 #include "core/plugin_loader.h"
 #include "zenith/compile.h"
 
@@ -74,6 +79,37 @@ TEST_F(PluginLoader, MissingPathsAndRepeatsAreHandled) {
   });
   EXPECT_EQ(shorttable, 1) << "a file seen twice is considered once";
   EXPECT_THROW(load_backend(ZENITH_TEST_PLUGIN_DIR "/libzenith-backend-wrongmajor.so"), Error);
+}
+
+// Only a regular file owned by this user or root, not writable by every user, is loaded; relative
+// ZENITH_PLUGIN_PATH entries (the current directory's files) are reported and skipped.
+TEST_F(PluginLoader, UnsafeFilesAndRelativeEntriesAreRefused) {
+  namespace fs = std::filesystem;
+  const auto folder = fs::temp_directory_path() / ("zenith-unsafe-plugins-" + std::to_string(::getpid()));
+  fs::create_directories(folder);
+  const std::string example = ZENITH_EXAMPLE_PLUGIN_DIR "/libzenith-backend-example.so";
+  const auto writable = (folder / "writable.so").string();
+  fs::copy_file(example, writable);
+  ::chmod(writable.c_str(), 0757);
+  const auto fifo = (folder / "fifo.so").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto foreign = (folder / "foreign.so").string();
+  fs::copy_file(example, foreign);
+  const bool can_give_away = ::geteuid() == 0 && ::chown(foreign.c_str(), 65534, 65534) == 0;
+  ::setenv("ZENITH_PLUGIN_PATH", "relative/plugins", 1);
+  discover_backends({writable, fifo, foreign});
+  ::unsetenv("ZENITH_PLUGIN_PATH");
+  auto reason_of = [](const std::string& path) {
+    const auto* candidate = find_candidate(path);
+    return candidate == nullptr ? std::string("not a candidate") : candidate->loaded ? std::string("loaded") : candidate->reason;
+  };
+  EXPECT_NE(reason_of(writable).find("lets every user write it"), std::string::npos) << reason_of(writable);
+  EXPECT_NE(reason_of(fifo).find("not a regular file"), std::string::npos) << reason_of(fifo);
+  if (can_give_away) {
+    EXPECT_NE(reason_of(foreign).find("owned by user 65534"), std::string::npos) << reason_of(foreign);
+  }  // else this user cannot make a file another user's; the check stays covered where it can
+  EXPECT_NE(reason_of("relative/plugins").find("a relative entry"), std::string::npos) << reason_of("relative/plugins");
+  zenith::testing::remove_folder(folder);
 }
 
 TEST_F(PluginLoader, CompileWorksWithBrokenPluginsOnThePath) {
