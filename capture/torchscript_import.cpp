@@ -400,14 +400,13 @@ class Importer {
   void import_outputs(const torch::jit::Graph& source, std::size_t unstructured) {
     const auto outputs = source.outputs();
     const std::size_t structured = outputs.size() - unstructured;
+    std::vector<Slot> returned;
+    for (std::size_t i = 0; i < structured; ++i) returned.push_back(slot(outputs[i], source.return_node()));
     if (structured == 1) {
-      flatten_output(slot(outputs[0], source.return_node()), graph_.output_structure);
+      flatten_output(returned[0], graph_.output_structure);
     } else {
       graph_.output_structure.kind = ir::OutputStructure::Kind::Tuple;
-      for (std::size_t i = 0; i < structured; ++i) {
-        graph_.output_structure.elements.emplace_back();
-        flatten_output(slot(outputs[i], source.return_node()), graph_.output_structure.elements.back());
-      }
+      flatten_elements(returned, graph_.output_structure);
     }
     for (std::size_t i = structured; i < outputs.size(); ++i) {
       const auto* tensor = std::get_if<TensorSlot>(&slot(outputs[i], source.return_node()));

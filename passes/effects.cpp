@@ -1,5 +1,6 @@
 #include "passes/effects.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/op_registry.h"
@@ -48,6 +49,7 @@ Effects analyse_effects(const ir::Graph& graph) {
   AliasSets sets(graph.values.size());
   std::vector<int> written;
   std::vector<std::vector<int>> written_by(graph.nodes.size());
+  std::vector<bool> random(graph.nodes.size(), false);
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     const auto& node = graph.nodes[n];
     auto facts = ir::alias_facts(node);
@@ -63,7 +65,8 @@ Effects analyse_effects(const ir::Graph& graph) {
     written.insert(written.end(), statistics.begin(), statistics.end());
     written_by[n] = facts.mutated_inputs;
     written_by[n].insert(written_by[n].end(), statistics.begin(), statistics.end());
-    effects.node_has_effect[n] = !written_by[n].empty() || draws_random_numbers(node);
+    random[n] = draws_random_numbers(node);
+    effects.node_has_effect[n] = !written_by[n].empty() || random[n];
   }
   // Only now are the alias sets whole: a view taken after a write may still join it to an input.
   std::vector<bool> input_root(graph.values.size(), false);
@@ -71,7 +74,7 @@ Effects analyse_effects(const ir::Graph& graph) {
   for (const auto& [id, tensor] : graph.constants) input_root[sets.find(id)] = true;  // the module keeps them
   effects.node_has_visible_effect.assign(graph.nodes.size(), false);
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
-    bool visible = draws_random_numbers(graph.nodes[n]);
+    bool visible = random[n];
     for (int id : written_by[n]) visible = visible || input_root[sets.find(id)];
     effects.node_has_visible_effect[n] = visible;
   }
@@ -81,6 +84,12 @@ Effects analyse_effects(const ir::Graph& graph) {
     if (graph.values[id]) effects.value_mutable[id] = root_written[sets.find(static_cast<int>(id))];
   }
   return effects;
+}
+
+int first_visible_effect(const Effects& effects) {
+  const auto& visible = effects.node_has_visible_effect;
+  auto first = std::find(visible.begin(), visible.end(), true);
+  return first == visible.end() ? -1 : static_cast<int>(first - visible.begin());
 }
 
 }  // namespace zenith::passes

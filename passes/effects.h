@@ -24,4 +24,8 @@ struct Effects {
 /// Analyses `graph` from the op schemas and the op registry.
 Effects analyse_effects(const ir::Graph& graph);
 
+/// The first node with an effect the caller can see (Effects::node_has_visible_effect), or -1:
+/// what a forward run again (probes) or stopped midway (value checks) must not have.
+int first_visible_effect(const Effects& effects);
+
 }  // namespace zenith::passes

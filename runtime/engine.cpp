@@ -100,6 +100,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   }
   auto signature = make_signature(args, snapshot->fingerprint, access_.is_training ? access_.is_training() : false);
   std::shared_ptr<const Entry> entry;
+  bool eager = false;  // decided once: the count and the path agree
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entry = cache_.find(signature);
@@ -125,10 +126,11 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
       return compiled.result;
     }
-    if (entry->plan == nullptr || gave_up_checking(*entry)) ++stats_.eager_calls;
+    eager = entry->plan == nullptr || gave_up_checking(*entry);
+    if (eager) ++stats_.eager_calls;
     if (entry->training) ++stats_.training_calls;
   }
-  if (entry->plan == nullptr || gave_up_checking(*entry)) return run_eager(args);
+  if (eager) return run_eager(args);
   if (entry->training) {
     if (!options_.profile_dir.empty() && !told_training_profile_.exchange(true)) {
       log::info("{}: training calls are not profiled (CompileOptions::profile_dir profiles inference plans)",

@@ -47,13 +47,10 @@ std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const S
   // Probes run the forward on made-up inputs: only when that cannot change the module, the
   // caller's tensors or the random number stream (batch norm statistics in training mode,
   // dropout). Writes into tensors the forward made itself are its own business.
-  auto effects = passes::analyse_effects(base.graph);
-  for (std::size_t n = 0; n < base.graph.nodes.size(); ++n) {
-    if (effects.node_has_visible_effect[n]) {
-      return fmt::format("the forward writes memory in place or draws random numbers ({}{}), which probing at other "
-                         "sizes would repeat",
-                         base.graph.nodes[n].qualified_name(), signature.training ? "; the module is in training mode" : "");
-    }
+  if (int n = passes::first_visible_effect(passes::analyse_effects(base.graph)); n >= 0) {
+    return fmt::format("the forward writes memory in place or draws random numbers ({}{}), which probing at other "
+                       "sizes would repeat",
+                       base.graph.nodes[n].qualified_name(), signature.training ? "; the module is in training mode" : "");
   }
   for (std::size_t k = 1; k < design.points.size(); ++k) {
     try {

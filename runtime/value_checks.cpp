@@ -12,8 +12,7 @@ namespace zenith::detail {
 std::string value_check_refusal(const capture::Capture& capture) {
   const auto& graph = capture.graph;
   const auto effects = passes::analyse_effects(graph);
-  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (!effects.node_has_visible_effect[n]) continue;
+  if (int n = passes::first_visible_effect(effects); n >= 0) {
     return fmt::format("the forward reads its data into C++ ({}) and {} at node {} has an effect the caller sees (it "
                        "writes an argument, a parameter or a buffer, or draws random numbers), so a plan could not "
                        "stop at a changed value",
