@@ -159,6 +159,10 @@ TEST_F(InferenceGraphs, AFailedCaptureRunsLaunchByLaunch) {
   torch::nn::Linear a(16, 32), b(64, 8);
   a->to(kDevice);
   b->to(kDevice);
+  // The lambda's modules are constants of its trace, which must not need gradients.
+  for (auto* module : {a.ptr().get(), b.ptr().get()}) {
+    for (auto& p : module->parameters()) p.requires_grad_(false);
+  }
   auto fn = [&](torch::Tensor x) {
     auto h = a->forward(x);
     return b->forward(torch::relu(torch::cat({h, h}, 1)));
