@@ -30,11 +30,21 @@ echo "| model | device | dtype | eager us/call | Zenith plan hit us/call | eager
 echo "| --- | --- | --- | --- | --- | --- |"
 reps="--calls 20 --reps 5"; [ "$device" = cpu ] && reps="--calls 3 --reps 3"
 status=0
+# A model's bench stops after this long and the table says so: on CUDA TorchScript's own executor
+# may spend minutes fusing a large module for each new shape (the "eager" column's warm-up).
+seconds="${ZENITH_BENCH_MODEL_SECONDS:-120}"
 while read -r name flag spec; do
   for batch in 1 "$large"; do
-    "$build/bin/bench_call_overhead" "$models/$name.pt" "$flag" "${spec/B,/$batch,}" --device "$device" \
-        --dtype "$dtype" $reps --label "$name b$batch" 2> "$models/err.txt" | tail -1 || {
-      status=1; echo "| $name b$batch | $device | $dtype | failed: $(tail -1 "$models/err.txt") | | |"; }
+    timeout "$seconds" "$build/bin/bench_call_overhead" "$models/$name.pt" "$flag" "${spec/B,/$batch,}" \
+        --device "$device" --dtype "$dtype" $reps --label "$name b$batch" 2> "$models/err.txt" > "$models/row.txt"
+    code=$?
+    if [ $code -eq 0 ]; then
+      tail -1 "$models/row.txt"
+    else
+      status=1
+      why="$(tail -1 "$models/err.txt")"; [ $code -eq 124 ] && why="stopped after $seconds s"
+      echo "| $name b$batch | $device | $dtype | failed: $why | | |"
+    fi
   done
 done < "$models/inputs.txt"
 exit $status

@@ -11,7 +11,8 @@
 //
 // Environment: ZENITH_REALMODELS_DIR (the exporter's folder with manifest.json, required),
 // ZENITH_REALMODELS_ONLY (comma-separated model names), ZENITH_REALMODELS_TABLE (a markdown row per
-// model is appended there: docs/models.md is made from it).
+// model is appended there: docs/models.md is made from it), ZENITH_REALMODELS_PROGRESS (each phase
+// of each model is appended there as it ends).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,11 +31,15 @@
 
 #include "capture/torchscript_forward.h"
 #include "common_relative_error.h"
+#include "manifest.h"
 #include "zenith/compile.h"
 
 namespace zenith {
 namespace {
 
+using testing::make_inputs;
+using testing::manifest_models;
+using testing::ManifestEntry;
 using Flat = std::map<std::string, at::Tensor>;
 
 // Every tensor of a model's output by its path ("last_hidden_state", "[0]", "[1].logits"): a dict
@@ -88,26 +93,6 @@ double difference(const Flat& got, const Flat& want, std::string& mismatch) {
   return worst;
 }
 
-// Fresh inputs of the manifest's kinds: token ids below the vocabulary, an attention mask whose rows
-// keep a random prefix (padding after it), images from a normal distribution.
-std::vector<c10::IValue> make_inputs(const nlohmann::json& specs, at::Device device, at::ScalarType dtype) {
-  std::vector<c10::IValue> inputs;
-  for (const auto& spec : specs) {
-    std::vector<std::int64_t> shape = spec.at("shape");
-    const std::string kind = spec.at("kind");
-    auto longs = at::TensorOptions().dtype(at::kLong);
-    if (kind == "ids") {
-      inputs.emplace_back(torch::randint(spec.at("high").get<std::int64_t>(), shape, longs).to(device));
-    } else if (kind == "mask") {
-      auto lengths = torch::randint(1, shape.back() + 1, {shape.front(), 1}, longs);
-      inputs.emplace_back((torch::arange(shape.back(), longs).unsqueeze(0) < lengths).to(at::kLong).to(device));
-    } else {
-      inputs.emplace_back(torch::randn(shape).to(device, dtype));
-    }
-  }
-  return inputs;
-}
-
 // Three calls at the traced shape (the capture and two plan runs), two at a second (a capture, or
 // a symbolic plan fitted there) and two at a third (a symbolic plan's instance, where one was fitted).
 constexpr int kCalls = 7;
@@ -134,6 +119,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A phase as it ends, on stderr and appended to $ZENITH_REALMODELS_PROGRESS: a model that runs past
+// the suite's time (a killed ctest prints nothing of it) shows where it stopped.
+void progress(const std::string& line) {
+  std::fprintf(stderr, "[realmodels] %s\n", line.c_str());
+  if (const char* path = std::getenv("ZENITH_REALMODELS_PROGRESS")) {
+    std::ofstream(path, std::ios::app) << "[realmodels] " << line << "\n" << std::flush;
+  }
+}
+
 double tolerance(const std::string& dtype, at::Device device) {
   // The CPU plugin runs ATen's own kernels: only constant folding's and reductions' order (thread
   // counts) move results, by a few float32 roundoffs (1.2e-7) at most through a small network.
@@ -149,7 +143,7 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
   const at::Device device(entry.at("device").get<std::string>());
   const auto dtype = dtype_name == "float16" ? at::kHalf : at::kFloat;
   torch::manual_seed(std::hash<std::string>{}(outcome.model) % 100000);
-  std::fprintf(stderr, "[realmodels] %s: loading\n", outcome.model.c_str());
+  progress(outcome.model + ": loading");
   auto started = std::chrono::steady_clock::now();
   try {
     torch::NoGradGuard no_grad;
@@ -167,6 +161,7 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
     options.name = entry.at("name");
     auto fast = compile(module, options);
     outcome.phases = fmt::format("load and 4 eager calls {:.1f} s, calls", seconds_since(started));
+    progress(outcome.model + ": " + outcome.phases);
     for (int call = 0; call < kCalls; ++call) {
       const char* which = call < 3 ? "inputs" : call < 5 ? "second_inputs" : "third_inputs";
       auto inputs = make_inputs(entry.at(which), device, dtype);
@@ -175,7 +170,9 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
       auto called = std::chrono::steady_clock::now();
       auto got = flat_outputs(fast(inputs));
       if (device.is_cuda()) torch::cuda::synchronize();
-      outcome.phases += fmt::format(" {:.2f}", seconds_since(called));
+      const double took = seconds_since(called);
+      outcome.phases += fmt::format(" {:.2f}", took);
+      progress(fmt::format("{}: compiled call {} took {:.2f} s", outcome.model, call, took));
       std::string mismatch;
       outcome.worst = std::max(outcome.worst, difference(got, want, mismatch));
       outcome.fused_gap = std::max(outcome.fused_gap, difference(fused, want, ignored));
@@ -210,28 +207,6 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
   return outcome;
 }
 
-// The manifest's models, one test each (ZENITH_REALMODELS_ONLY narrows them), read when the tests
-// are registered so that ctest can run them in shards (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX).
-struct Entry {
-  nlohmann::json json;
-  std::string dir;
-};
-
-std::vector<Entry> manifest_models() {
-  const char* dir = std::getenv("ZENITH_REALMODELS_DIR");
-  if (dir == nullptr) return {};
-  std::ifstream file(std::string(dir) + "/manifest.json");
-  if (!file) return {};
-  std::string only = std::getenv("ZENITH_REALMODELS_ONLY") ? std::getenv("ZENITH_REALMODELS_ONLY") : "";
-  const auto manifest = nlohmann::json::parse(file);  // named: a temporary's member would dangle in the loop
-  std::vector<Entry> entries;
-  for (const auto& model : manifest.at("models")) {
-    const std::string name = model.at("name");
-    if (only.empty() || ("," + only + ",").find("," + name + ",") != std::string::npos) entries.push_back({model, dir});
-  }
-  return entries;
-}
-
 TEST(RealModels, ManifestNamesModels) {
   const char* dir = std::getenv("ZENITH_REALMODELS_DIR");
   ASSERT_NE(dir, nullptr) << "set ZENITH_REALMODELS_DIR to the folder of tests/realmodels/export_models.py";
@@ -239,7 +214,7 @@ TEST(RealModels, ManifestNamesModels) {
   EXPECT_FALSE(manifest_models().empty()) << "no model of " << dir << "/manifest.json matched ZENITH_REALMODELS_ONLY";
 }
 
-class RealModel : public ::testing::TestWithParam<Entry> {};
+class RealModel : public ::testing::TestWithParam<ManifestEntry> {};
 
 TEST_P(RealModel, CompilesAndMatchesEagerOnFreshInputsAndOtherShapes) {
   const auto& entry = GetParam().json;
@@ -277,7 +252,7 @@ TEST_P(RealModel, CompilesAndMatchesEagerOnFreshInputsAndOtherShapes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Suite, RealModel, ::testing::ValuesIn(manifest_models()),
-                         [](const ::testing::TestParamInfo<Entry>& info) { return info.param.json.at("name").get<std::string>(); });
+                         [](const ::testing::TestParamInfo<ManifestEntry>& info) { return info.param.json.at("name").get<std::string>(); });
 // Without ZENITH_REALMODELS_DIR there are none; ManifestNamesModels fails and says why.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealModel);
 
