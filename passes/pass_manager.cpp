@@ -10,6 +10,7 @@
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/identity_elimination.h"
 #include "passes/fusion.h"
 
 namespace zenith::passes {
@@ -70,6 +71,7 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
 
 PassManager PassManager::default_pipeline(const CompileOptions& options) {
   PassManager manager;
+  manager.add(std::make_unique<IdentityElimination>());
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<CommonSubexpressionElimination>());
   manager.add(std::make_unique<DeadCodeElimination>());

@@ -164,6 +164,37 @@ TEST(ModelsCompiled, LlamaPromptThenDecodeWithTheCache) {
   EXPECT_EQ(fast.stats().hits, 2 + 3 * 2 + 1);
 }
 
+struct RegularizedImpl : torch::nn::Module {
+  RegularizedImpl() : lin(register_module("lin", torch::nn::Linear(8, 8))), drop(register_module("drop", torch::nn::Dropout(0.2))) {}
+  std::vector<torch::Tensor> forward(torch::Tensor x) { return {drop(x), torch::tanh(drop(lin(x))) + 1}; }
+  torch::nn::Linear lin;
+  torch::nn::Dropout drop;
+};
+TORCH_MODULE(Regularized);
+
+TEST(ModelsCompiled, EvalDropoutsRunNothingAndReturnTheirInputAsEagerDoes) {
+  torch::manual_seed(8);
+  torch::NoGradGuard no_grad;
+  Regularized model;
+  model->eval();
+  auto fast = compile(model, strict("regularized"));
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto x = torch::randn({3, 8});
+    auto want = model->forward(x);
+    auto got = fast(x);
+    ASSERT_EQ(got.size(), 2u);
+    // Eager's dropout in eval returns its input tensor itself.
+    EXPECT_EQ(want[0].data_ptr(), x.data_ptr());
+    EXPECT_EQ(got[0].data_ptr(), x.data_ptr()) << call_name(call);
+    EXPECT_LE(relative_error(got[1], want[1]), kTolerance) << call_name(call);
+  }
+  const auto report = fast.report();
+  ASSERT_FALSE(report.passes.empty());
+  EXPECT_EQ(report.passes.front().name, "identities");
+  EXPECT_EQ(report.passes.front().counters.at("removed"), 2) << report.to_string();
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
 TEST(ModelsCompiled, RegistryKnowsEveryZooOp) {
   torch::manual_seed(5);  // capture only, nothing compared: one input per model is enough
   torch::NoGradGuard no_grad;

@@ -4,12 +4,14 @@
 #include <ATen/ATen.h>
 
 #include "core/interpreter.h"
+#include "core/verifier.h"
 #include "common/fresh_inputs.h"
 #include "graph_builders.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/effects.h"
+#include "passes/identity_elimination.h"
 #include "passes/pass_manager.h"
 
 namespace zenith::passes {
@@ -43,6 +45,35 @@ std::int64_t count_op(const ir::Graph& g, const std::string& op) {
   std::int64_t n = 0;
   for (const auto& node : g.nodes) n += node.op == op;
   return n;
+}
+
+TEST(Identities, DropoutsThatDrawNothingBecomeTheirInput) {
+  GraphBuilder b;
+  int x = b.input({4, 6});
+  int eval = b.op("aten::dropout", "", {value("input", x), real("p", 0.1), {"train", false}});
+  int h = b.op("aten::tanh", "", {value("self", eval)});
+  int zero = b.op("aten::feature_dropout", "", {value("input", h), real("p", 0.0), {"train", true}});
+  int drawn = b.op("aten::dropout", "", {value("input", zero), real("p", 0.5), {"train", true}});
+  int last = b.op("aten::alpha_dropout", "", {value("input", h), real("p", 0.3), {"train", false}});
+  auto g = b.finish({drawn, last, eval});
+  auto before = g;
+  PassReport report;
+  IdentityElimination().run(g, report);
+  EXPECT_EQ(report.counters["removed"], 3);
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op, "aten::tanh");
+  EXPECT_EQ(g.nodes[0].input_ids(), std::vector<int>{x});
+  EXPECT_EQ(g.nodes[1].op, "aten::dropout") << "a dropout that draws stays";
+  EXPECT_EQ(g.nodes[1].input_ids(), std::vector<int>{h});
+  // As eager: the outputs are the inputs themselves.
+  EXPECT_EQ(g.outputs[1], h);
+  EXPECT_EQ(g.outputs[2], x);
+  EXPECT_NO_THROW(ir::verify(g));
+  // The drawing dropout makes the first output random: compare the others.
+  auto inputs = b.example_inputs();
+  auto want = run(before, inputs), got = run(g, inputs);
+  EXPECT_TRUE(got[1].equal(want[1]));
+  EXPECT_TRUE(got[2].equal(want[2]));
 }
 
 TEST(Dce, RemovesUnusedPureNodesOnly) {
@@ -188,18 +219,20 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   auto g = b.finish({out});
   auto before = g;
   auto reports = PassManager::default_pipeline({}).run(g);
-  ASSERT_EQ(reports.size(), 4u);
-  EXPECT_EQ(reports[0].name, "fold_constants");
-  EXPECT_EQ(reports[0].counters["folded"], 1);
-  EXPECT_EQ(reports[1].name, "cse");
-  EXPECT_EQ(reports[1].counters["merged"], 1);
-  EXPECT_EQ(reports[2].name, "dce");
-  EXPECT_EQ(reports[2].counters["removed"], 1);
-  EXPECT_EQ(reports[3].name, "fuse_elementwise");
-  EXPECT_EQ(reports[3].counters["groups"], 1);  // tanh -> mul -> add
-  EXPECT_EQ(reports[3].counters["fused_nodes"], 3);
-  EXPECT_EQ(reports[0].nodes_before, 6);
-  EXPECT_EQ(reports[2].nodes_after, 3);
+  ASSERT_EQ(reports.size(), 5u);
+  EXPECT_EQ(reports[0].name, "identities");
+  EXPECT_EQ(reports[0].counters["removed"], 0);
+  EXPECT_EQ(reports[1].name, "fold_constants");
+  EXPECT_EQ(reports[1].counters["folded"], 1);
+  EXPECT_EQ(reports[2].name, "cse");
+  EXPECT_EQ(reports[2].counters["merged"], 1);
+  EXPECT_EQ(reports[3].name, "dce");
+  EXPECT_EQ(reports[3].counters["removed"], 1);
+  EXPECT_EQ(reports[4].name, "fuse_elementwise");
+  EXPECT_EQ(reports[4].counters["groups"], 1);  // tanh -> mul -> add
+  EXPECT_EQ(reports[4].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[1].nodes_before, 6);
+  EXPECT_EQ(reports[3].nodes_after, 3);
   expect_equal_results(before, g, b.example_inputs());
 }
 
