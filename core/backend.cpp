@@ -12,8 +12,10 @@ namespace {
 std::string text_or(const char* text, const char* fallback) { return text != nullptr ? text : fallback; }
 
 void raise(const Backend& backend, const char* what, const StatusReport& status) {
-  throw Error(fmt::format("backend '{}' ({}) failed to {}: {}: {}", backend.name(), backend.path(), what,
-                          status_code_name(status.code), status.message));
+  auto message = fmt::format("backend '{}' ({}) failed to {}: {}: {}", backend.name(), backend.path(), what,
+                             status_code_name(status.code), status.message);
+  if (status.code == ZN_STATUS_OUT_OF_MEMORY) throw BackendOutOfMemory(message);
+  throw Error(message);
 }
 
 }  // namespace

@@ -8,11 +8,18 @@
 #include <utility>
 #include <vector>
 
+#include "zenith/error.h"
 #include "zenith/plugin.h"
 
 namespace zenith {
 
 class Backend;
+
+/// A backend's call failed with ZN_STATUS_OUT_OF_MEMORY: an allocation on its device failed.
+class BackendOutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
 
 /// What a compile said about its kernel besides the kernel itself.
 struct CompileOutcome {

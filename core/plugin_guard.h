@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "core/allocation_failure.h"
 #include "zenith/plugin.h"
 
 namespace zenith::plugin_side {
@@ -20,7 +21,7 @@ inline zn_status* make_status(const zn_host_api* host, zn_status_code code, cons
 }
 
 /// Runs `body` (returning zn_status*), turning any exception into a status. LibTorch errors keep
-/// their message without the C++ backtrace.
+/// their message without the C++ backtrace; an allocator's failure is ZN_STATUS_OUT_OF_MEMORY.
 template <typename Body>
 zn_status* guarded(const zn_host_api* host, Body&& body) noexcept {
   try {
@@ -28,7 +29,8 @@ zn_status* guarded(const zn_host_api* host, Body&& body) noexcept {
   } catch (const std::bad_alloc&) {
     return make_status(host, ZN_STATUS_OUT_OF_MEMORY, "out of memory");
   } catch (const c10::Error& error) {
-    return make_status(host, ZN_STATUS_INTERNAL, error.what_without_backtrace());
+    return make_status(host, is_allocation_failure(error) ? ZN_STATUS_OUT_OF_MEMORY : ZN_STATUS_INTERNAL,
+                       error.what_without_backtrace());
   } catch (const std::exception& error) {
     return make_status(host, ZN_STATUS_INTERNAL, error.what());
   } catch (...) {

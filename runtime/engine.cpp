@@ -9,11 +9,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/exception_message.h"
 #include "core/log.h"
 #include "core/plugin_loader.h"
 #include "runtime/call_tensors.h"
 #include "core/elapsed.h"
 #include "runtime/executor.h"
+#include "runtime/out_of_memory.h"
 #include "runtime/training_function.h"
 
 namespace zenith::detail {
@@ -181,7 +183,34 @@ c10::IValue Engine::run_plan(const Entry& entry, const Signature& signature, con
       }
     }
     return run_eager(args);
+  } catch (const std::exception& error) {
+    if (!is_out_of_memory(error)) throw;
+    return after_out_of_memory(error, signature, args);
   }
+}
+
+c10::IValue Engine::after_out_of_memory(const std::exception& error, const Signature& signature,
+                                        const std::vector<c10::IValue>& args) {
+  // The plan's values went with the exception: what it allocated before the failure is free again.
+  const std::string what = message_of(error);
+  const std::string first_line = what.substr(0, what.find('\n'));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.out_of_memory;
+    if (options_.eager_on_out_of_memory) {
+      ++stats_.eager_calls;
+      if (told_eager_.insert("out of memory").second) {
+        log::warn("{}: the plan of {} ran out of memory ({}); such calls run eagerly "
+                  "(CompileOptions::eager_on_out_of_memory)",
+                  options_.name, signature.to_string(), first_line);
+      }
+    }
+  }
+  if (options_.eager_on_out_of_memory) return run_eager(args);
+  throw Error(fmt::format("{}: the call {} ran out of memory while its plan ran: {}. Nothing of this call was "
+                          "returned and the compiled module is still usable: free memory (smaller inputs, fewer "
+                          "results kept), or set CompileOptions::eager_on_out_of_memory to run such calls eagerly.",
+                          options_.name, signature.to_string(), first_line));
 }
 
 bool Engine::gave_up_checking(const Entry& entry) {

@@ -87,6 +87,11 @@ struct CompileOptions {
   /// eagerly and log why once; likewise a call whose plan's value check fails (a value the forward
   /// read into C++ differs from the capture's). When false, throw a zenith::Error instead.
   bool fallback_to_eager = true;
+  /// A call whose plan runs out of memory (an allocation fails on its device, CUDA or CPU) throws
+  /// a zenith::Error saying so; nothing of that call is returned and the compiled module stays
+  /// usable. When true, such a call runs eagerly instead, with a warning (once per module), which
+  /// helps where the plan needs more memory at once than eager (eager may run out too).
+  bool eager_on_out_of_memory = false;
   /// Folder for replay profiles; empty writes none. Overridden by ZENITH_PROFILE_DIR. Each plan's
   /// first `profile_calls` runs are timed step by step (host time, and device time from events on
   /// the step's stream) and written, after each profiled run, to one trace per signature,
@@ -129,6 +134,7 @@ struct CacheStats {
   double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together
   std::int64_t kernels_compiled = 0; ///< kernels backends compiled for this module, all plans together
   std::int64_t value_check_failures = 0;  ///< plan runs stopped by a value check and run eagerly (in eager_calls)
+  std::int64_t out_of_memory = 0;  ///< plan runs stopped because an allocation failed (eager_on_out_of_memory)
   std::size_t size = 0;          ///< plans cached now
   std::size_t capacity = 0;      ///< plan_cache_size
 };
