@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -89,8 +90,11 @@ std::vector<c10::IValue> inputs_of(const Args& args, const at::Device& device) {
   return {torch::randn(args.image).to(device, dtype)};
 }
 
-// Median microseconds per call of each of `calls`, their repetitions interleaved (direct, hit,
-// eager, direct, ...) so that a drift of clocks or of the machine's load reaches all alike.
+// Median microseconds per call of each of `calls`, their repetitions interleaved so that a drift of
+// clocks or of the machine's load reaches all alike, each repetition in the next permutation of the
+// modes (direct, hit, eager; direct, eager, hit; hit, direct, eager; ...) so that no mode always
+// follows the same other one (a plan's graph replays leave the GPU and its allocator otherwise than
+// eager does).
 std::vector<double> median_us_per_call(const Args& args, const at::Device& device,
                                        const std::vector<std::function<void()>>& calls) {
   auto sync = [&] {
@@ -101,8 +105,10 @@ std::vector<double> median_us_per_call(const Args& args, const at::Device& devic
   }
   sync();
   std::vector<std::vector<double>> per_call(calls.size());
-  for (int rep = 0; rep < args.reps; ++rep) {
-    for (std::size_t k = 0; k < calls.size(); ++k) {
+  std::vector<std::size_t> order(calls.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (int rep = 0; rep < args.reps; ++rep, std::next_permutation(order.begin(), order.end())) {
+    for (std::size_t k : order) {
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.calls; ++i) calls[k]();
       sync();
