@@ -9,7 +9,11 @@
 namespace zenith::cuda {
 
 void check_group_shape(const ir::Graph& group) {
-  if (group.nodes.empty() || group.outputs.empty()) throw Unsupported{"the group is empty"};
+  if (group.nodes.empty()) throw Unsupported{"the group is empty"};
+  if (group.outputs.empty()) {
+    throw Unsupported{"the group returns nothing: it only writes its inputs in place (" + group.nodes.front().op +
+                      "), which generated kernels do not do"};
+  }
   for (int alias : group.output_aliases) {
     if (alias >= 0) throw Unsupported{"an output is written in place into an input"};
   }

@@ -173,6 +173,15 @@ TEST(ElementwiseCodegen, UnsupportedGroupsSayWhy) {
   int r = cpu.op("aten::relu", "", {value("self", c)});
   reason = std::get<std::string>(generate_elementwise(cpu.finish({r})));
   EXPECT_NE(reason.find("not CUDA"), std::string::npos) << reason;
+
+  // A lone in-place write (Swin's attention mask is built with fill_ on slices) returns nothing.
+  GraphBuilder writes;
+  int w = writes.input({4});
+  int fill = writes.input({});
+  writes.op("aten::fill_", "Tensor", {value("self", w), value("value", fill)});
+  reason = std::get<std::string>(generate_elementwise(on_cuda(writes.finish({}))));
+  EXPECT_NE(reason.find("returns nothing: it only writes its inputs in place (aten::fill_)"), std::string::npos)
+      << reason;
 }
 
 TEST(ElementwiseCodegen, ArgumentsFollowTheDocumentedLayout) {
