@@ -138,7 +138,21 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       log::info("{}: training calls are not profiled (CompileOptions::profile_dir profiles inference plans)",
                 options_.name);
     }
-    return capture::run_training_call(entry->training, call_tensors(args, state));
+    try {
+      return capture::run_training_call(entry->training, call_tensors(args, state));
+    } catch (const std::exception& error) {
+      if (!is_out_of_memory(error)) throw;
+      // Never eagerly after it: the plan may have updated batch-norm statistics before it stopped.
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.out_of_memory;
+      }
+      const std::string what = message_of(error);
+      throw Error(fmt::format("{}: the training call {} ran out of memory while its plan ran: {}. Nothing of this "
+                              "call was returned and the compiled module is still usable: free memory (a smaller "
+                              "batch, fewer tensors kept).",
+                              options_.name, signature.to_string(), what.substr(0, what.find('\n'))));
+    }
   }
   auto result = run_plan(*entry, signature, args, state);
   verify_against_eager(args, result);

@@ -90,7 +90,8 @@ struct CompileOptions {
   /// A call whose plan runs out of memory (an allocation fails on its device, CUDA or CPU) throws
   /// a zenith::Error saying so; nothing of that call is returned and the compiled module stays
   /// usable. When true, such a call runs eagerly instead, with a warning (once per module), which
-  /// helps where the plan needs more memory at once than eager (eager may run out too).
+  /// helps where the plan needs more memory at once than eager (eager may run out too). Training
+  /// calls always throw: their plan may have updated batch-norm statistics before it stopped.
   bool eager_on_out_of_memory = false;
   /// Folder for replay profiles; empty writes none. Overridden by ZENITH_PROFILE_DIR. Each plan's
   /// first `profile_calls` runs are timed step by step (host time, and device time from events on

@@ -125,6 +125,48 @@ TEST_F(OutOfMemory, WithTheOptionTheCallRunsEagerly) {
   EXPECT_EQ(fast.stats().eager_calls, 1);
 }
 
+struct OuterImpl : torch::nn::Module {
+  OuterImpl() : scale(register_parameter("scale", torch::randn({kN}))) {}
+  at::Tensor forward(const at::Tensor& x) { return outer_tanh(x * scale); }
+  at::Tensor scale;
+};
+TORCH_MODULE(Outer);
+
+TEST_F(OutOfMemory, ATrainingCallThatRunsOutGivesAnErrorAndTheNextOneWorks) {
+  torch::manual_seed(5);
+  Outer model;
+  CompileOptions options;
+  options.name = "outer_training";
+  options.fallback_to_eager = false;
+  auto fast = compile(model, options);
+  auto eager = [&](const at::Tensor& x) { return model->forward(x); };
+  auto gradient_of = [&](auto&& forward, const at::Tensor& x) {
+    model->zero_grad();
+    forward(x).sum().backward();
+    return model->scale.grad().clone();
+  };
+  for (int call = 0; call < 3; ++call) {  // the capture, then training calls through the plan
+    auto x = torch::randn({kN});
+    EXPECT_LE(relative_error(gradient_of(fast, x), gradient_of(eager, x)), kTolerance) << "call " << call;
+  }
+  ASSERT_GE(fast.stats().training_calls, 1);
+
+  failing_->fail_next_of_at_least(kIntermediateBytes);
+  std::string message;
+  try {
+    fast(torch::randn({kN}));
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  EXPECT_EQ(failing_->failures(), 1);
+  EXPECT_NE(message.find("the training call"), std::string::npos) << message;
+  EXPECT_NE(message.find("ran out of memory while its plan ran"), std::string::npos) << message;
+  EXPECT_EQ(fast.stats().out_of_memory, 1);
+
+  auto x = torch::randn({kN});
+  EXPECT_LE(relative_error(gradient_of(fast, x), gradient_of(eager, x)), kTolerance) << "after the failure";
+}
+
 TEST(OutOfMemoryReports, TheAllocatorsReportsAreRecognizedAndNothingElse) {
   // PyTorch's CPU allocator reports exhaustion as a plain c10::Error: a petabyte it cannot map.
   bool recognized = false;
