@@ -142,16 +142,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       return capture::run_training_call(entry->training, call_tensors(args, state));
     } catch (const std::exception& error) {
       if (!is_out_of_memory(error)) throw;
-      // Never eagerly after it: the plan may have updated batch-norm statistics before it stopped.
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++stats_.out_of_memory;
-      }
-      const std::string what = message_of(error);
-      throw Error(fmt::format("{}: the training call {} ran out of memory while its plan ran: {}. Nothing of this "
-                              "call was returned and the compiled module is still usable: free memory (a smaller "
-                              "batch, fewer tensors kept).",
-                              options_.name, signature.to_string(), what.substr(0, what.find('\n'))));
+      return after_out_of_memory(error, signature, args, /*training=*/true);
     }
   }
   auto result = run_plan(*entry, signature, args, state);
@@ -199,19 +190,21 @@ c10::IValue Engine::run_plan(const Entry& entry, const Signature& signature, con
     return run_eager(args);
   } catch (const std::exception& error) {
     if (!is_out_of_memory(error)) throw;
-    return after_out_of_memory(error, signature, args);
+    return after_out_of_memory(error, signature, args, /*training=*/false);
   }
 }
 
 c10::IValue Engine::after_out_of_memory(const std::exception& error, const Signature& signature,
-                                        const std::vector<c10::IValue>& args) {
+                                        const std::vector<c10::IValue>& args, bool training) {
   // The plan's values went with the exception: what it allocated before the failure is free again.
+  // A training call never runs eagerly after it: its plan may have updated batch-norm statistics.
+  const bool eagerly = options_.eager_on_out_of_memory && !training;
   const std::string what = message_of(error);
   const std::string first_line = what.substr(0, what.find('\n'));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.out_of_memory;
-    if (options_.eager_on_out_of_memory) {
+    if (eagerly) {
       ++stats_.eager_calls;
       if (told_eager_.insert("out of memory").second) {
         log::warn("{}: the plan of {} ran out of memory ({}); such calls run eagerly "
@@ -220,11 +213,14 @@ c10::IValue Engine::after_out_of_memory(const std::exception& error, const Signa
       }
     }
   }
-  if (options_.eager_on_out_of_memory) return run_eager(args);
-  throw Error(fmt::format("{}: the call {} ran out of memory while its plan ran: {}. Nothing of this call was "
-                          "returned and the compiled module is still usable: free memory (smaller inputs, fewer "
-                          "results kept), or set CompileOptions::eager_on_out_of_memory to run such calls eagerly.",
-                          options_.name, signature.to_string(), first_line));
+  if (eagerly) return run_eager(args);
+  const std::string what_to_do =
+      training ? "free memory (a smaller batch, fewer tensors kept)"
+               : "free memory (smaller inputs, fewer results kept), or set CompileOptions::eager_on_out_of_memory "
+                 "to run such calls eagerly";
+  throw Error(fmt::format("{}: the {}call {} ran out of memory while its plan ran: {}. Nothing of this call was "
+                          "returned and the compiled module is still usable: {}.",
+                          options_.name, training ? "training " : "", signature.to_string(), first_line, what_to_do));
 }
 
 bool Engine::gave_up_checking(const Entry& entry) {

@@ -120,9 +120,10 @@ class Engine {
   c10::IValue run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
                        const State& state);
   /// A plan run stopped by a failed allocation (is_out_of_memory): counts it, then runs the call
-  /// eagerly (CompileOptions::eager_on_out_of_memory) or throws a zenith::Error that says so.
+  /// eagerly (CompileOptions::eager_on_out_of_memory; never a training call) or throws a
+  /// zenith::Error that says so.
   c10::IValue after_out_of_memory(const std::exception& error, const Signature& signature,
-                                  const std::vector<c10::IValue>& args);
+                                  const std::vector<c10::IValue>& args, bool training);
   /// A replay profile (CompileOptions::profile_dir): the profile this run of `signature`'s plan
   /// goes into, with a run reserved in it, or null when it is not profiled.
   std::shared_ptr<ReplayProfile> reserve_profile_run(const Signature& signature);
