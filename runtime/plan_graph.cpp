@@ -119,6 +119,7 @@ class CudaPlanGraph final : public PlanGraph {
 
   std::vector<at::Tensor> replay(const std::vector<at::Tensor>& inputs) {
     c10::cuda::CUDAGuard guard(device_);
+    follow_last_stream();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (buffers_[i].defined() && buffers_[i].numel() > 0) buffers_[i].copy_(inputs[i]);
     }
@@ -224,6 +225,19 @@ class CudaPlanGraph final : public PlanGraph {
     return replay(inputs);
   }
 
+  // The graph's buffers and outputs are one memory, reused by every replay: a replay on another
+  // stream than the last one waits for all that stream has queued so far, which includes the last
+  // replay and every read of its outputs the caller queued before letting them go (a result still
+  // held blocks the replay, replay_blocker). On the same stream, stream order does it.
+  void follow_last_stream() {
+    const auto current = at::cuda::getCurrentCUDAStream(device_.index());
+    if (last_stream_ && *last_stream_ != current) {
+      stream_switch_.record(*last_stream_);
+      stream_switch_.block(current);
+    }
+    last_stream_ = current;
+  }
+
   // Ends a capture that failed midway: CUDA leaves the stream capturing until told, and the
   // caching allocator keeps routing that stream's allocations to the pool.
   void abandon_capture(const c10::cuda::CUDAStream& stream, const at::cuda::MempoolId_t& pool) {
@@ -282,6 +296,8 @@ class CudaPlanGraph final : public PlanGraph {
   std::vector<at::Tensor> outputs_;    // the graph's outputs, in its pool
   std::vector<bool> checked_;          // per output: in the graph's memory, so a replay overwrites it
   std::vector<std::size_t> baseline_;  // per checked output: its storage's references when nobody else holds it
+  std::optional<c10::cuda::CUDAStream> last_stream_;  // where the last replay ran
+  at::cuda::CUDAEvent stream_switch_;                 // orders a replay after another stream's work
   std::int64_t calls_ = 0;
   int captures_ = 0;
   int moved_calls_ = 0;

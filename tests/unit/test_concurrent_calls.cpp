@@ -3,19 +3,12 @@
 // eager on the same input; a deadlock fails the test after a bound instead of hanging it.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <future>
-#include <thread>
-#include <vector>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include "common/racing_threads.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
@@ -32,32 +25,8 @@ constexpr double kTolerance = 1e-5;
 // Far above what the calls take (about a second on two cores): reaching it means a deadlock.
 constexpr auto kDeadline = std::chrono::seconds(120);
 
-// Runs `call(thread, index, generator)` kCallsPerThread times on each of kThreads threads, all
-// started together; returns the number of calls that failed their comparison.
-int run_racing(const std::function<bool(int, int, at::Generator&)>& call) {
-  std::atomic<int> ready{0}, failures{0};
-  std::vector<std::future<void>> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.push_back(std::async(std::launch::async, [&, t] {
-      torch::NoGradGuard no_grad;
-      auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 + t);
-      ++ready;
-      while (ready.load() < kThreads) std::this_thread::yield();
-      for (int i = 0; i < kCallsPerThread; ++i) {
-        if (!call(t, i, generator)) ++failures;
-      }
-    }));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  for (auto& thread : threads) {
-    if (thread.wait_until(deadline) != std::future_status::ready) {
-      std::fprintf(stderr, "concurrent calls did not finish in %lld s: a deadlock\n",
-                   static_cast<long long>(kDeadline.count()));
-      std::_Exit(1);  // the blocked threads cannot be joined
-    }
-    thread.get();
-  }
-  return failures.load();
+int run_racing(const testing::RacingCall& call) {
+  return testing::run_racing(kThreads, kCallsPerThread, kDeadline, call);
 }
 
 at::Tensor mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& w2) {
