@@ -24,19 +24,22 @@ for model in json.load(open(sys.argv[1]))["models"]:
         flag = f"--tokens B,{first['shape'][1]},{first['high']}"
     else:
         flag = "--image B," + ",".join(str(n) for n in first["shape"][1:])
-    print(model["name"], flag)
+    fuser = "on" if model.get("torchscript_fuser", True) else "off"
+    print(model["name"], fuser, flag)
 PY
 echo "| model | device | dtype | eager us/call | Zenith plan hit us/call | eager signature us/call |"
 echo "| --- | --- | --- | --- | --- | --- |"
 reps="--calls 20 --reps 5"; [ "$device" = cpu ] && reps="--calls 3 --reps 3"
 status=0
 # A model's bench stops after this long and the table says so: on CUDA TorchScript's own executor
-# may spend minutes fusing a large module for each new shape (the "eager" column's warm-up).
+# may spend minutes fusing a large module for each new shape (the "eager" column's warm-up); the
+# models the exporter knows to do so run with its fuser off ("torchscript_fuser" in the manifest).
 seconds="${ZENITH_BENCH_MODEL_SECONDS:-120}"
-while read -r name flag spec; do
+while read -r name fuser flag spec; do
   for batch in 1 "$large"; do
     timeout "$seconds" "$build/bin/bench_call_overhead" "$models/$name.pt" "$flag" "${spec/B,/$batch,}" \
-        --device "$device" --dtype "$dtype" $reps --label "$name b$batch" 2> "$models/err.txt" > "$models/row.txt"
+        --device "$device" --dtype "$dtype" $reps --label "$name b$batch" --torchscript-fuser "$fuser" \
+        2> "$models/err.txt" > "$models/row.txt"
     code=$?
     if [ $code -eq 0 ]; then
       tail -1 "$models/row.txt"

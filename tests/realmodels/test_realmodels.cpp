@@ -26,6 +26,7 @@
 #include <ATen/Context.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -136,6 +137,19 @@ double tolerance(const std::string& dtype, at::Device device) {
   return dtype == "float16" ? 5e-3 : 1e-3;
 }
 
+// TorchScript's tensor-expression fuser on or off while one model is checked, as its manifest entry
+// asks ("torchscript_fuser": the exporter says which models and why), then as it was.
+class TorchScriptFuser {
+ public:
+  explicit TorchScriptFuser(bool on) : before_(torch::jit::tensorExprFuserEnabled()) { torch::jit::setTensorExprFuserEnabled(on); }
+  ~TorchScriptFuser() { torch::jit::setTensorExprFuserEnabled(before_); }
+  TorchScriptFuser(const TorchScriptFuser&) = delete;
+  TorchScriptFuser& operator=(const TorchScriptFuser&) = delete;
+
+ private:
+  const bool before_;
+};
+
 Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
   Outcome outcome;
   const std::string dtype_name = entry.at("dtype");
@@ -147,6 +161,7 @@ Outcome check_model(const nlohmann::json& entry, const std::string& dir) {
   auto started = std::chrono::steady_clock::now();
   try {
     torch::NoGradGuard no_grad;
+    TorchScriptFuser fuser(entry.value("torchscript_fuser", true));
     auto module = torch::jit::load(dir + "/" + entry.at("file").get<std::string>(), device);
     module.eval();
     auto eager = [&](const std::vector<c10::IValue>& inputs) { return module.forward(inputs); };
