@@ -1,21 +1,30 @@
 // What Zenith adds to a call on the host: a TorchScript model called directly, through a plan hit,
 // and through a signature that runs eagerly, at a size where the host's work is visible.
 //
-//   bench_call_overhead MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) [--device cpu|cuda]
-//                       [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]
+//   bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N)
+//                       [--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]
+//                       [--torchscript-fuser on|off]
 //
 // --tokens feeds token ids below VOCAB and an all-ones attention mask (a Hugging Face text model,
-// traced with those two inputs); --image one standard-normal image batch. Each mode runs R
-// repetitions of N calls after a warm-up, each repetition ended by a device synchronization, and
-// prints the median microseconds per call and its excess over the direct call. The modes' repetitions
-// are interleaved.
+// traced with those two inputs); --image one standard-normal image batch. --synthetic N builds a
+// scripted module instead, with N parameters of 64 elements and a forward of one addition: the
+// module's own work is about one launch, so what a mode adds over the direct call is Zenith's host
+// work alone (signature, state checks, plan or graph bookkeeping), free of the model's noise.
+//
+// Each mode runs R repetitions of N calls after a warm-up, each repetition ended by a device
+// synchronization. The modes' repetitions are interleaved, and each mode's excess over the direct
+// call is the median of its per-repetition differences from the direct call's repetition beside
+// it (paired, so that a drift of clocks or load between repetitions cancels); the table gives the
+// median microseconds per call of each mode and those excesses.
 //
 // The eager signature is a real fallback: the compiled module is allowed only a backend that
 // cannot run the model's device (cpu for a CUDA model, jit_cuda for a CPU one), so the capture's
 // lowering fails and the signature runs eagerly, through the path any signature that falls back
 // takes (parameters, signature, plan cache, then the module's own forward).
 //
-// --label names the model in the printed row (default: the file's path).
+// --label names the model in the printed row (default: the file's path, or "synthetic N").
+// --torchscript-fuser off turns TorchScript's tensor-expression fuser off for the module's own
+// forward (the real-model exporter marks the models whose warm-up it stalls on CUDA).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +35,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -40,6 +50,8 @@ struct Args {
   std::vector<std::int64_t> tokens, image;
   std::string device = "cpu", dtype = "float32";
   std::string label;
+  int synthetic = 0;  // parameters of the synthetic module; 0: a model file
+  bool torchscript_fuser = true;
   int calls = 50, reps = 7;
 };
 
@@ -64,39 +76,71 @@ Args parse(int argc, char** argv) {
     };
     if (flag == "--tokens") args.tokens = numbers(value());
     else if (flag == "--image") args.image = numbers(value());
+    else if (flag == "--synthetic") args.synthetic = std::stoi(value());
     else if (flag == "--device") args.device = value();
     else if (flag == "--dtype") args.dtype = value();
     else if (flag == "--calls") args.calls = std::stoi(value());
     else if (flag == "--reps") args.reps = std::stoi(value());
     else if (flag == "--label") args.label = value();
+    else if (flag == "--torchscript-fuser") {
+      const std::string on = value();
+      if (on != "on" && on != "off") throw std::invalid_argument("--torchscript-fuser takes on or off, not " + on);
+      args.torchscript_fuser = on == "on";
+    }
     else if (args.model.empty() && flag.rfind("--", 0) != 0) args.model = flag;
     else throw std::invalid_argument("unknown argument " + flag + " (see the comment at the top of call_overhead.cpp)");
   }
-  if (args.model.empty() || (args.tokens.size() != 3) == (args.image.size() != 4)) {
-    throw std::invalid_argument("usage: bench_call_overhead MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) "
+  const bool model_ok = !args.model.empty() && (args.tokens.size() == 3) != (args.image.size() == 4);
+  const bool synthetic_ok = args.model.empty() && args.tokens.empty() && args.image.empty() && args.synthetic > 0;
+  if (model_ok == synthetic_ok) {
+    throw std::invalid_argument("usage: bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N) "
                                 "[--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]");
   }
-  if (args.label.empty()) args.label = args.model;
+  if (args.label.empty()) args.label = synthetic_ok ? fmt::format("synthetic {}", args.synthetic) : args.model;
   return args;
 }
 
+// N parameters of 64 elements, of which the forward reads one: the rest are state Zenith checks
+// and passes at every call, as it would a model's.
+torch::jit::Module synthetic_module(int parameters, const at::Device& device, at::ScalarType dtype) {
+  torch::jit::Module module("Synthetic");
+  for (int i = 0; i < parameters; ++i) {
+    module.register_parameter(fmt::format("p{}", i), torch::randn({64}).to(device, dtype), false);
+  }
+  module.define(R"(
+    def forward(self, x):
+        return x + self.p0
+  )");
+  return module;
+}
+
 std::vector<c10::IValue> inputs_of(const Args& args, const at::Device& device) {
+  auto dtype = args.dtype == "float16" ? at::kHalf : at::kFloat;
+  if (args.synthetic > 0) return {torch::randn({64}).to(device, dtype)};
   if (!args.tokens.empty()) {
     const auto batch = args.tokens[0], length = args.tokens[1], vocab = args.tokens[2];
     return {torch::randint(vocab, {batch, length}, at::TensorOptions().dtype(at::kLong)).to(device),
             torch::ones({batch, length}, at::TensorOptions().dtype(at::kLong)).to(device)};
   }
-  auto dtype = args.dtype == "float16" ? at::kHalf : at::kFloat;
   return {torch::randn(args.image).to(device, dtype)};
 }
 
-// Median microseconds per call of each of `calls`, their repetitions interleaved so that a drift of
-// clocks or of the machine's load reaches all alike, each repetition in the next permutation of the
-// modes (direct, hit, eager; direct, eager, hit; hit, direct, eager; ...) so that no mode always
-// follows the same other one (a plan's graph replays leave the GPU and its allocator otherwise than
-// eager does).
-std::vector<double> median_us_per_call(const Args& args, const at::Device& device,
-                                       const std::vector<std::function<void()>>& calls) {
+struct Timing {
+  std::vector<double> median_us;  // per mode: median microseconds per call
+  std::vector<double> excess_us;  // per mode: median of its repetitions' differences from the first mode's
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Microseconds per call of each of `calls`, their repetitions interleaved so that a drift of clocks
+// or of the machine's load reaches all alike, each repetition in the next permutation of the modes
+// (direct, hit, eager; direct, eager, hit; hit, direct, eager; ...) so that no mode always follows
+// the same other one (a plan's graph replays leave the GPU and its allocator otherwise than eager
+// does).
+Timing time_modes(const Args& args, const at::Device& device, const std::vector<std::function<void()>>& calls) {
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
@@ -116,12 +160,14 @@ std::vector<double> median_us_per_call(const Args& args, const at::Device& devic
                             args.calls);
     }
   }
-  std::vector<double> medians;
-  for (auto& times : per_call) {
-    std::sort(times.begin(), times.end());
-    medians.push_back(times[times.size() / 2]);
+  Timing timing;
+  for (const auto& times : per_call) {
+    timing.median_us.push_back(median(times));
+    std::vector<double> differences;
+    for (std::size_t rep = 0; rep < times.size(); ++rep) differences.push_back(times[rep] - per_call[0][rep]);
+    timing.excess_us.push_back(median(differences));
   }
-  return medians;
+  return timing;
 }
 
 int run(int argc, char** argv) {
@@ -129,7 +175,9 @@ int run(int argc, char** argv) {
   const at::Device device(args.device);
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
-  auto module = torch::jit::load(args.model, device);
+  torch::jit::setTensorExprFuserEnabled(args.torchscript_fuser);
+  auto module = args.synthetic > 0 ? synthetic_module(args.synthetic, device, args.dtype == "float16" ? at::kHalf : at::kFloat)
+                                   : torch::jit::load(args.model, device);
   module.eval();
   auto inputs = inputs_of(args, device);
   for (int i = 0; i < 3; ++i) module.forward(inputs);  // the application's own calls come first
@@ -143,17 +191,20 @@ int run(int argc, char** argv) {
   unplannable.log_level = zenith::LogLevel::Error;  // its fallback warning is expected
   auto eager = zenith::compile(module, unplannable);
 
-  auto medians = median_us_per_call(args, device, {[&] { module.forward(inputs); }, [&] { fast(inputs); },
-                                                    [&] { eager(inputs); }});
-  const double direct = medians[0], hit = medians[1], fallback = medians[2];
+  const auto timing = time_modes(args, device, {[&] { module.forward(inputs); }, [&] { fast(inputs); },
+                                                [&] { eager(inputs); }});
   if (fast.stats().eager_calls > 0) throw std::runtime_error("the planned module ran eagerly: " + fast.report().fallback_reason);
   if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
 
   std::printf("| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call |\n");
   std::printf("| --- | --- | --- | --- | --- | --- |\n");
-  auto excess = [&](double us) { return fmt::format("{:.1f} ({:+.1f}, {:+.1f}%)", us, us - direct, 100 * (us - direct) / direct); };
+  const double direct = timing.median_us[0];
+  auto excess = [&](std::size_t mode) {
+    return fmt::format("{:.1f} ({:+.1f}, {:+.1f}%)", timing.median_us[mode], timing.excess_us[mode],
+                       100 * timing.excess_us[mode] / direct);
+  };
   std::printf("| %s | %s | %s | %.1f | %s | %s |\n", args.label.c_str(), args.device.c_str(), args.dtype.c_str(), direct,
-              excess(hit).c_str(), excess(fallback).c_str());
+              excess(1).c_str(), excess(2).c_str());
   return 0;
 }
 

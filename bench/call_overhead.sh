@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What Zenith adds to a call (bench_call_overhead), on BERT-base (sequence 128) and ResNet-50
 # (224x224) at batch 1 with random weights, traced with torch.jit.trace as a user would, on CUDA
-# and on the CPU. Needs python3 with torch, torchvision and transformers (the GPU machine's).
+# and on the CPU; and on synthetic modules with as many parameter and buffer tensors as those two
+# (201 and 320) whose forward is one addition, where the excess is Zenith's host work alone.
+# Needs python3 with torch, torchvision and transformers (the GPU machine's).
 #   bench/call_overhead.sh BUILD_DIR   (after building bench_call_overhead and the plugins there)
 set -uo pipefail
 build="${1:?usage: bench/call_overhead.sh BUILD_DIR}"
@@ -26,8 +28,13 @@ PY
 echo "| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for device in $devices; do
-  reps="--calls 50 --reps 7"; [ "$device" = cpu ] && reps="--calls 5 --reps 5"
-  "$build/bin/bench_call_overhead" "$models/bert-$device.pt" --tokens 1,128,30522 --device "$device" $reps | tail -1
-  "$build/bin/bench_call_overhead" "$models/resnet50-$device.pt" --image 1,3,224,224 --device "$device" $reps | tail -1
+  reps="--calls 50 --reps 15"; [ "$device" = cpu ] && reps="--calls 5 --reps 9"
+  "$build/bin/bench_call_overhead" "$models/bert-$device.pt" --tokens 1,128,30522 --device "$device" $reps \
+    --label "BERT-base, 128 tokens" | tail -1
+  "$build/bin/bench_call_overhead" "$models/resnet50-$device.pt" --image 1,3,224,224 --device "$device" $reps \
+    --label "ResNet-50, 224x224" | tail -1
+  for tensors in 201 320; do
+    "$build/bin/bench_call_overhead" --synthetic $tensors --device "$device" --calls 1000 --reps 15 | tail -1
+  done
 done
 rm -rf "$models"
