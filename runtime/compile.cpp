@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "runtime/engine.h"
+#include "runtime/module_tree_slots.h"
 #include "runtime/script_module_slots.h"
 #include "capture/torchscript_forward.h"
 #include "core/log.h"
@@ -86,6 +87,18 @@ std::shared_ptr<Engine> make_engine(ModuleAccess access, CompileOptions options)
                           fmt::format("rtol {} atol {}", options.verify_rtol, options.verify_atol));
   }
   return std::make_shared<Engine>(std::move(access), std::move(options));
+}
+
+void set_module_state(ModuleAccess& access, std::shared_ptr<torch::nn::Module> module) {
+  auto slots = std::make_shared<ModuleTreeSlots>(module);
+  access.state = [module, slots]() {
+    slots->record();
+    std::vector<std::pair<std::string, at::Tensor>> state;
+    for (const auto& item : module->named_parameters(true)) state.emplace_back(item.key(), item.value());
+    for (const auto& item : module->named_buffers(true)) state.emplace_back(item.key(), item.value());
+    return state;
+  };
+  access.state_unchanged = [slots]() { return slots->unchanged(); };
 }
 
 c10::IValue engine_call(Engine& engine, std::vector<c10::IValue> args) { return engine.call(std::move(args)); }

@@ -61,6 +61,11 @@ struct ModuleAccess {
 
 class Engine;
 
+/// Sets `access.state` and `access.state_unchanged` for a torch::nn module: the parameters and
+/// buffers by qualified name, and a walk of the module tree that tells whether any was replaced
+/// since they were read (defined in runtime/compile.cpp).
+void set_module_state(ModuleAccess& access, std::shared_ptr<torch::nn::Module> module);
+
 /// Creates the engine behind a CompiledModule (defined in capture/).
 std::shared_ptr<Engine> make_engine(ModuleAccess access, CompileOptions options);
 /// Runs one call through the engine.
@@ -214,20 +219,13 @@ template <typename Holder, std::enable_if_t<detail::is_module_holder_v<Holder>, 
 auto compile(Holder module, CompileOptions options = {}) {
   using Impl = typename Holder::ContainedType;
   using Signature = typename detail::method_signature<decltype(&Impl::forward)>::type;
-  return CompiledModule<Signature>(detail::make_engine(
-      detail::ModuleAccess{
-          [module](const std::vector<c10::IValue>& args) mutable {
-            auto forward = [&](auto&&... a) { return module->forward(std::forward<decltype(a)>(a)...); };
-            return detail::BoxedInvoker<Signature>::call(forward, args);
-          },
-          [module]() {
-            std::vector<std::pair<std::string, at::Tensor>> state;
-            for (const auto& item : module->named_parameters(true)) state.emplace_back(item.key(), item.value());
-            for (const auto& item : module->named_buffers(true)) state.emplace_back(item.key(), item.value());
-            return state;
-          },
-          [module]() { return module->is_training(); }},
-      std::move(options)));
+  detail::ModuleAccess access{[module](const std::vector<c10::IValue>& args) mutable {
+                                auto forward = [&](auto&&... a) { return module->forward(std::forward<decltype(a)>(a)...); };
+                                return detail::BoxedInvoker<Signature>::call(forward, args);
+                              },
+                              nullptr, [module]() { return module->is_training(); }};
+  detail::set_module_state(access, module.ptr());
+  return CompiledModule<Signature>(detail::make_engine(std::move(access), std::move(options)));
 }
 
 /// Compiles a TorchScript module (for example one loaded with torch::jit::load). The result takes

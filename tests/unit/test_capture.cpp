@@ -233,6 +233,40 @@ TEST(Capture, TorchScriptModuleFromAFile) {
   EXPECT_THROW(fast({torch::randn({3, 4})}), Error);
 }
 
+struct ShiftedLinearImpl : torch::nn::Module {
+  ShiftedLinearImpl() : linear(register_module("linear", torch::nn::Linear(6, 6))), shift(register_buffer("shift", torch::randn({6}))) {}
+  torch::Tensor forward(torch::Tensor x) { return torch::relu(linear(x) + shift); }
+  torch::nn::Linear linear;
+  torch::Tensor shift;
+};
+TORCH_MODULE(ShiftedLinear);
+
+TEST(Capture, ModuleParametersReplacedBetweenCallsAreSeen) {
+  // A call walks the module tree to see that no parameter, buffer or submodule was replaced or
+  // added, and reads them by name again only when one was: each change below is seen.
+  torch::manual_seed(13);
+  torch::NoGradGuard no_grad;
+  ShiftedLinear model;
+  auto fast = compile(model, strict());
+  auto check = [&](const std::string& when) {
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto x = torch::randn({3, 6});
+      // A six-term product: rounding of order 1e-7.
+      EXPECT_TRUE(torch::allclose(fast(x), model->forward(x), 1e-5, 1e-6)) << when << ", " << call_name(call);
+    }
+  };
+  check("as compiled");
+  // The C++ frontend replaces a registered tensor only with its submodule, or in place.
+  model->linear = model->replace_module("linear", torch::nn::Linear(6, 6));
+  check("a submodule replaced");
+  model->linear->weight.set_data(torch::randn({6, 6}));
+  check("a parameter's data replaced in place");
+  EXPECT_EQ(fast.stats().misses, 1) << "the same types: replaced tensors are the plan's inputs, not a new signature";
+  model->register_buffer("unused", torch::zeros({2}));
+  check("a buffer added");
+  EXPECT_EQ(fast.stats().misses, 2) << "another state is another signature";
+}
+
 TEST(Capture, TorchScriptParametersReplacedBetweenCallsAreSeen) {
   // A call does not read a TorchScript module's parameters by name again while they stay where
   // they were; one replaced (setattr), in the module or a submodule, or resized in place, is seen.
