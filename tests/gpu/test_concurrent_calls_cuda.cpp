@@ -18,11 +18,14 @@
 
 #include "common/racing_threads.h"
 #include "common_relative_error.h"
+#include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
 namespace {
 
 using zenith::testing::relative_error;
+using zenith::testing::Mlp;
+using zenith::testing::no_fallback;
 
 const torch::Device kDevice(torch::kCUDA);
 constexpr int kThreads = 8;
@@ -48,12 +51,6 @@ class ConcurrentCallsCuda : public ::testing::Test {
   }
 };
 
-struct MlpImpl : torch::nn::Module {
-  MlpImpl() : a(register_module("a", torch::nn::Linear(32, 64))), b(register_module("b", torch::nn::Linear(64, 16))) {}
-  torch::Tensor forward(torch::Tensor x) { return b->forward(torch::gelu(a->forward(x)) * 2 + 1).tanh(); }
-  torch::nn::Linear a, b;
-};
-TORCH_MODULE(Mlp);
 
 Mlp cuda_mlp() {
   Mlp mlp;
@@ -62,12 +59,6 @@ Mlp cuda_mlp() {
   return mlp;
 }
 
-zenith::CompileOptions options(const std::string& name) {
-  zenith::CompileOptions o;
-  o.name = name;
-  o.fallback_to_eager = false;  // a call that cannot run compiled must fail the test, not hide
-  return o;
-}
 
 std::int64_t batch_of(int thread, int index) {
   return thread % 2 == 0 ? kSteadyBatch : kBatches[(thread + index) % 5];
@@ -102,7 +93,7 @@ std::vector<c10::cuda::CUDAStream> pool_streams(int count) {
 
 TEST_F(ConcurrentCallsCuda, EightThreadsOnStreamsOfTheirOwnMatchEager) {
   auto mlp = cuda_mlp();
-  auto fast = zenith::compile(mlp, options("own streams"));
+  auto fast = zenith::compile(mlp, no_fallback("own streams"));
   const auto streams = pool_streams(kThreads);
   int failures = zenith::testing::run_racing(kThreads, kCallsPerThread, kDeadline, [&](int thread, int i, at::Generator& generator) {
     c10::cuda::CUDAStreamGuard on(streams[thread]);
@@ -121,7 +112,7 @@ TEST_F(ConcurrentCallsCuda, EightThreadsOnStreamsOfTheirOwnMatchEager) {
 
 TEST_F(ConcurrentCallsCuda, EightThreadsOnOneStreamMatchEager) {
   auto mlp = cuda_mlp();
-  auto fast = zenith::compile(mlp, options("one stream"));
+  auto fast = zenith::compile(mlp, no_fallback("one stream"));
   const auto shared = c10::cuda::getStreamFromPool(false, kDevice.index());
   int failures = zenith::testing::run_racing(kThreads, kCallsPerThread, kDeadline, [&](int thread, int i, at::Generator& generator) {
     c10::cuda::CUDAStreamGuard on(shared);
@@ -137,7 +128,7 @@ TEST_F(ConcurrentCallsCuda, TwoModulesSharingTheKernelCacheMatchEager) {
   // Same shapes, other weights: both plans need the same generated kernels, which the JIT CUDA
   // plugin compiles once per key while the other module's capture waits for it or loads it.
   auto first = cuda_mlp(), second = cuda_mlp();
-  auto fast_first = zenith::compile(first, options("first")), fast_second = zenith::compile(second, options("second"));
+  auto fast_first = zenith::compile(first, no_fallback("first")), fast_second = zenith::compile(second, no_fallback("second"));
   const auto streams = pool_streams(kThreads);
   int failures = zenith::testing::run_racing(kThreads, kCallsPerThread, kDeadline, [&](int thread, int i, at::Generator& generator) {
     c10::cuda::CUDAStreamGuard on(streams[thread]);

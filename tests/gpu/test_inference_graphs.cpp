@@ -6,11 +6,14 @@
 #include <torch/torch.h>
 
 #include "training/gradient_check.h"
+#include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
 namespace {
 
 using zenith::testing::expect_close;
+using zenith::testing::Mlp;
+using zenith::testing::no_fallback;
 
 const torch::Device kDevice(torch::kCUDA);
 // Fused kernels against eager's, TF32 off: float32 roundoff through two matrix products.
@@ -27,26 +30,14 @@ class InferenceGraphs : public ::testing::Test {
   }
 };
 
-struct MlpImpl : torch::nn::Module {
-  MlpImpl() : a(register_module("a", torch::nn::Linear(32, 64))), b(register_module("b", torch::nn::Linear(64, 16))) {}
-  torch::Tensor forward(torch::Tensor x) { return b->forward(torch::gelu(a->forward(x)) * 2 + 1).tanh(); }
-  torch::nn::Linear a, b;
-};
-TORCH_MODULE(Mlp);
 
-zenith::CompileOptions options(const std::string& name) {
-  zenith::CompileOptions o;
-  o.name = name;
-  o.fallback_to_eager = false;
-  return o;
-}
 
 TEST_F(InferenceGraphs, ReplaysMatchEagerAndKeptResultsStay) {
   torch::NoGradGuard no_grad;
   Mlp mlp;
   mlp->to(kDevice);
   mlp->eval();
-  auto fast = zenith::compile(mlp, options("replays"));
+  auto fast = zenith::compile(mlp, no_fallback("replays"));
   // Call 1 captures the signature, call 2 runs the plan launch by launch, call 3 captures the graph
   // and replays it, and every later call replays it on its own inputs.
   constexpr int kCalls = 7;
@@ -74,7 +65,7 @@ TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
   Mlp mlp;
   mlp->to(kDevice);
   mlp->eval();
-  auto fast = zenith::compile(mlp, options("parameters"));
+  auto fast = zenith::compile(mlp, no_fallback("parameters"));
   auto check = [&](const std::string& what) {
     auto x = torch::randn({8, 32}, kDevice);
     expect_close(fast(x), mlp->forward(x), kRtol, kAtol, what);
@@ -92,7 +83,7 @@ TEST_F(InferenceGraphs, OffByOptionRunsLaunchByLaunch) {
   torch::NoGradGuard no_grad;
   Mlp mlp;
   mlp->to(kDevice);
-  auto o = options("off");
+  auto o = no_fallback("off");
   o.cuda_graphs = false;
   auto fast = zenith::compile(mlp, o);
   for (int call = 0; call < 4; ++call) {
@@ -109,7 +100,7 @@ TEST_F(InferenceGraphs, APlanWithValueChecksRunsLaunchByLaunch) {
     auto h = x * 2;
     return flag.sum().item<std::int64_t>() > 0 ? h.relu() : h.sigmoid();
   };
-  auto o = options("checks");
+  auto o = no_fallback("checks");
   o.fallback_to_eager = true;  // a call with the other flag runs eagerly
   auto fast = zenith::compile(fn, o);
   auto on = torch::ones({2}, torch::TensorOptions().dtype(torch::kLong).device(kDevice));
@@ -133,8 +124,8 @@ TEST_F(InferenceGraphs, ForwardsThatWriteOrReturnTheirArgumentsRunLaunchByLaunch
     return x.exp();
   };
   auto views = [](torch::Tensor x) { return x.view({4, 4}).t(); };
-  auto writing = zenith::compile(writes, options("writes"));
-  auto view_options = options("views");
+  auto writing = zenith::compile(writes, no_fallback("writes"));
+  auto view_options = no_fallback("views");
   view_options.fallback_to_eager = true;  // a plan of views alone launches nothing, and may run eagerly
   auto viewing = zenith::compile(views, view_options);
   for (int call = 0; call < 4; ++call) {
@@ -153,7 +144,7 @@ TEST_F(InferenceGraphs, AFailedCaptureRunsLaunchByLaunch) {
   // hostsync takes the relu, claims to be graph-safe and synchronizes its stream: CUDA refuses that
   // inside a capture.
   torch::NoGradGuard no_grad;
-  auto o = options("hostsync");
+  auto o = no_fallback("hostsync");
   o.plugin_paths = {ZENITH_HOSTSYNC_PLUGIN};
   o.backends = {"hostsync", "torch_gpu"};
   torch::nn::Linear a(16, 32), b(64, 8);
