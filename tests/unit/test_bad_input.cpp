@@ -144,6 +144,37 @@ TEST(BadInput, AGraphNoBackendAcceptsFallsBackToEagerOrThrows) {
   EXPECT_NE(message.find("fallback_to_eager"), std::string::npos) << message;
 }
 
+TEST(BadInput, APluginWhoseLaunchFailsMidPlanGivesAnErrorAndNothingOfTheCall) {
+  // launchfails takes the element-wise group with the relu, after the CPU plugin's cumsum, and
+  // fails its launch after writing NaN over half its output: the caller gets an error naming it,
+  // no result, and what it held before is untouched.
+  torch::manual_seed(5);
+  torch::NoGradGuard no_grad;
+  CompileOptions options;
+  options.plugin_paths = {ZENITH_LAUNCHFAILS_PLUGIN};
+  options.backends = {"launchfails", "cpu"};
+  options.log_level = LogLevel::Error;
+  auto fn = [](at::Tensor x) { return torch::relu(x.cumsum(0) * 2 + 1) * 3; };
+  auto fast = compile(fn, options);
+  auto x = torch::randn({64});
+  const auto x_before = x.clone();
+  auto first = fast(x);  // the capture: the trace's own eager result
+  const auto placed = fast.report().nodes_per_backend;
+  ASSERT_EQ(placed.count("launchfails"), 1u) << fast.report().to_string();
+  ASSERT_EQ(placed.count("cpu"), 1u) << "a step before the failing one: " << fast.report().to_string();
+  const auto first_before = first.clone();
+  at::Tensor second;
+  auto message = message_of([&] { second = fast(x); });
+  EXPECT_NE(message.find("launchfails"), std::string::npos) << message;
+  EXPECT_NE(message.find("simulated launch failure"), std::string::npos) << message;
+  EXPECT_FALSE(second.defined()) << "nothing of the failed call is returned";
+  EXPECT_TRUE(torch::equal(first, first_before)) << "an earlier result is untouched";
+  EXPECT_TRUE(torch::equal(x, x_before)) << "the argument is untouched";
+  EXPECT_TRUE(torch::allclose(first, fn(x))) << "the first call's result is eager's";
+  // The module stays usable: the same plan fails the same way, with an error, not a crash.
+  EXPECT_NE(message_of([&] { fast(torch::randn({64})); }).find("simulated launch failure"), std::string::npos);
+}
+
 struct NoisyImpl : torch::nn::Module {
   torch::nn::Dropout dropout{nullptr};
   NoisyImpl() { dropout = register_module("dropout", torch::nn::Dropout(0.5)); }
