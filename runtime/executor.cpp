@@ -138,11 +138,11 @@ c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector
   return {};
 }
 
-c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs, StepTimer* timer) {
-  return nest_outputs(plan.graph.output_structure, execute_flat(plan, inputs, timer));
+c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer) {
+  return nest_outputs(plan.graph.output_structure, execute_flat(plan, std::move(inputs), timer));
 }
 
-std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs, StepTimer* timer) {
+std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer) {
   const auto& graph = plan.graph;
   // The graph holds the casts autocast made when it was traced; autocast must not cast again.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
@@ -150,7 +150,7 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Ten
     throw Error::mismatch("plan inputs", std::to_string(graph.inputs.size()), std::to_string(inputs.size()));
   }
   std::vector<at::Tensor> values(graph.values.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
+  for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = std::move(inputs[i]);
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
   auto check = plan.value_checks.begin();
   auto check_through = [&](int step) {

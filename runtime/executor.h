@@ -25,13 +25,14 @@ class ValueCheckFailed : public std::runtime_error {
 };
 
 /// Runs `plan`. `inputs` holds one tensor per graph input, in graph input order (call tensors,
-/// then parameters and buffers). Returns the outputs nested as the graph's output structure.
-/// Throws zenith::Error when a backend fails. With a `timer`, each step is timed (a replay profile).
-c10::IValue execute(const Plan& plan, const std::vector<at::Tensor>& inputs, StepTimer* timer = nullptr);
+/// then parameters and buffers); taken by value so that a caller's temporary list is moved into the
+/// plan's values rather than copied (a reference count each, hundreds per call). Returns the
+/// outputs nested as the graph's output structure. Throws zenith::Error when a backend fails. With
+/// a `timer`, each step is timed (a replay profile).
+c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr);
 
 /// Runs `plan` and returns its graph outputs flat, in order.
-std::vector<at::Tensor> execute_flat(const Plan& plan, const std::vector<at::Tensor>& inputs,
-                                     StepTimer* timer = nullptr);
+std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr);
 
 /// An output a kernel handed back in its own memory, checked against the IR's type and laid out
 /// as the IR says (copied when its strides differ). Throws zenith::Error naming `backend` when its

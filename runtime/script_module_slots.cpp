@@ -11,7 +11,7 @@ void ScriptModuleSlots::record() {
 
 void ScriptModuleSlots::record(const c10::intrusive_ptr<c10::ivalue::Object>& object) {
   const auto& type = object->type();
-  shapes_.push_back(Shape{object.get(), type->numAttributes()});
+  shapes_.push_back(Shape{object.get(), object->slots().size()});
   for (std::size_t i = 0; i < type->numAttributes(); ++i) {
     const auto& value = object->getSlot(i);
     auto class_type = type->getAttribute(i)->cast<c10::ClassType>();
@@ -24,8 +24,10 @@ void ScriptModuleSlots::record(const c10::intrusive_ptr<c10::ivalue::Object>& ob
 
 bool ScriptModuleSlots::unchanged() const {
   if (!recorded_) return false;
+  // An attribute added to a module adds a slot to its object; its slot count is read without the
+  // shared type pointer that type() copies (an atomic increment and decrement per module).
   for (const auto& shape : shapes_) {
-    if (shape.object->type()->numAttributes() != shape.attributes) return false;
+    if (shape.object->slots().size() != shape.attributes) return false;
   }
   for (const auto& slot : slots_) {
     if (!slot.object->getSlot(slot.index).isSameIdentity(slot.held)) return false;

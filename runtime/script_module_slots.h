@@ -29,7 +29,7 @@ class ScriptModuleSlots {
   };
   struct Shape {
     c10::ivalue::Object* object;
-    std::size_t attributes;
+    std::size_t attributes;  // its object's slots
   };
   void record(const c10::intrusive_ptr<c10::ivalue::Object>& object);
 
