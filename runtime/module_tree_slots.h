@@ -11,8 +11,10 @@
 namespace zenith::detail {
 
 /// What a torch::nn module tree held when recorded: each module, the identity of each tensor it
-/// registered and each child, in the order of a depth-first walk. Not thread-safe: the engine calls
-/// it under its lock.
+/// registered and each child, in the order of a depth-first walk. Identities are addresses: the
+/// engine records when it reads the state and keeps the tensors it read, so a replacement cannot
+/// take a recorded tensor's address while the record stands. Not thread-safe: the engine calls it
+/// under its lock.
 class ModuleTreeSlots {
  public:
   explicit ModuleTreeSlots(std::shared_ptr<torch::nn::Module> module) : module_(std::move(module)) {}
