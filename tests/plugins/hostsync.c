@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 #include <zenith/plugin.h>
 
+#include "stateless_plugin.h"
+
 static const zn_host_api* g_host = NULL;
 
 static zn_status* fail(const char* what, cudaError_t error) {
@@ -18,26 +20,13 @@ static zn_status* fail(const char* what, cudaError_t error) {
   return g_host->status_create(g_host->host_ctx, ZN_STATUS_INTERNAL, message);
 }
 
-static size_t count(const char* text, size_t size, const char* needle) {
-  size_t found = 0, length = strlen(needle);
-  for (size_t i = 0; i + length <= size; ++i) found += memcmp(text + i, needle, length) == 0;
-  return found;
-}
-
-static zn_status* hostsync_init(const char* options_json, void** plugin_ctx) {
-  (void)options_json;
-  *plugin_ctx = NULL;
-  return NULL;
-}
-
-static void hostsync_shutdown(void* plugin_ctx) { (void)plugin_ctx; }
-
 static zn_status* hostsync_query(void* plugin_ctx, zn_query_args* args) {
   (void)plugin_ctx;
   const char* json = args->group_json;
   size_t size = args->group_json_size;
-  args->supported = count(json, size, "\"op\":") == 1 && count(json, size, "\"op\":\"aten::relu\"") == 1 &&
-                    count(json, size, "\"cuda") > 0 && count(json, size, "\"float32\"") > 0;
+  args->supported = stateless_count(json, size, "\"op\":") == 1 &&
+                    stateless_count(json, size, "\"op\":\"aten::relu\"") == 1 &&
+                    stateless_count(json, size, "\"cuda") > 0 && stateless_count(json, size, "\"float32\"") > 0;
   if (!args->supported && args->reason != NULL && args->reason_capacity > 0) {
     snprintf(args->reason, args->reason_capacity, "hostsync runs single float32 CUDA relu groups only");
   }
@@ -78,11 +67,6 @@ static zn_status* hostsync_launch(void* plugin_ctx, const zn_launch_args* args) 
   return error == cudaSuccess ? NULL : fail("cudaMemcpy", error);
 }
 
-static void hostsync_kernel_release(void* plugin_ctx, zn_kernel* kernel) {
-  (void)plugin_ctx;
-  (void)kernel;
-}
-
 static const zn_plugin_api kApi = {
     sizeof(zn_plugin_api),
     ZN_ABI_MAJOR,
@@ -91,12 +75,12 @@ static const zn_plugin_api kApi = {
     "0.0.1",
     "test plugin: relu through the host, not CUDA-graph safe",
     100,
-    hostsync_init,
-    hostsync_shutdown,
+    stateless_init,
+    stateless_shutdown,
     hostsync_query,
     hostsync_compile,
     hostsync_launch,
-    hostsync_kernel_release,
+    stateless_kernel_release,
 };
 
 ZN_EXPORT const zn_plugin_api* zn_plugin_get_api(const zn_host_api* host, uint16_t host_major,

@@ -10,28 +10,16 @@
 
 #include <zenith/plugin.h>
 
+#include "stateless_plugin.h"
+
 static const zn_host_api* g_host = NULL;
-
-static size_t count(const char* text, size_t size, const char* needle) {
-  size_t found = 0, length = strlen(needle);
-  for (size_t i = 0; i + length <= size; ++i) found += memcmp(text + i, needle, length) == 0;
-  return found;
-}
-
-static zn_status* launchfails_init(const char* options_json, void** plugin_ctx) {
-  (void)options_json;
-  *plugin_ctx = NULL;
-  return NULL;
-}
-
-static void launchfails_shutdown(void* plugin_ctx) { (void)plugin_ctx; }
 
 static zn_status* launchfails_query(void* plugin_ctx, zn_query_args* args) {
   (void)plugin_ctx;
   const char* json = args->group_json;
   size_t size = args->group_json_size;
-  args->supported = count(json, size, "\"op\":\"aten::relu\"") > 0 && count(json, size, "\"cpu") > 0 &&
-                    count(json, size, "\"float32\"") > 0;
+  args->supported = stateless_count(json, size, "\"op\":\"aten::relu\"") > 0 &&
+                    stateless_count(json, size, "\"cpu") > 0 && stateless_count(json, size, "\"float32\"") > 0;
   if (!args->supported && args->reason != NULL && args->reason_capacity > 0) {
     snprintf(args->reason, args->reason_capacity, "launchfails takes float32 CPU groups with a relu only");
   }
@@ -57,11 +45,6 @@ static zn_status* launchfails_launch(void* plugin_ctx, const zn_launch_args* arg
   return g_host->status_create(g_host->host_ctx, ZN_STATUS_INTERNAL, "simulated launch failure");
 }
 
-static void launchfails_kernel_release(void* plugin_ctx, zn_kernel* kernel) {
-  (void)plugin_ctx;
-  (void)kernel;
-}
-
 static const zn_plugin_api kApi = {
     sizeof(zn_plugin_api),
     ZN_ABI_MAJOR,
@@ -70,12 +53,12 @@ static const zn_plugin_api kApi = {
     "0.0.1",
     "test plugin: relu launches that fail after writing half their output",
     50,
-    launchfails_init,
-    launchfails_shutdown,
+    stateless_init,
+    stateless_shutdown,
     launchfails_query,
     launchfails_compile,
     launchfails_launch,
-    launchfails_kernel_release,
+    stateless_kernel_release,
 };
 
 ZN_EXPORT const zn_plugin_api* zn_plugin_get_api(const zn_host_api* host, uint16_t host_major,
