@@ -10,6 +10,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "common/error_message.h"
 #include "common_relative_error.h"
 #include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
@@ -56,13 +57,8 @@ TEST(OutOfMemoryCuda, APlanThatRunsOutOfDeviceMemoryGivesAnErrorAndTheModuleKeep
   allocator::emptyCache();
   const double total = static_cast<double>(at::cuda::getCurrentDeviceProperties()->totalGlobalMem);
   allocator::setMemoryFraction((reserved_bytes(device.index()) + (2 << 20)) / total, device.index());
-  std::string message;
   torch::Tensor got;
-  try {
-    got = fast(x);
-  } catch (const zenith::Error& error) {
-    message = error.what();
-  }
+  const std::string message = zenith::testing::error_message_of([&] { got = fast(x); });
   allocator::setMemoryFraction(1.0, device.index());
   EXPECT_NE(message.find("ran out of memory"), std::string::npos) << message;
   EXPECT_NE(message.find("still usable"), std::string::npos) << message;

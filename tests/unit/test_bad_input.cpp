@@ -6,19 +6,13 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include "common/error_message.h"
 #include "zenith/compile.h"
 
 namespace zenith {
 namespace {
 
-std::string message_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_message_of;
 
 TEST(BadInput, WrongDtypeNamesExpectedAndGotAndTheModuleStaysUsable) {
   torch::manual_seed(1);
@@ -27,7 +21,7 @@ TEST(BadInput, WrongDtypeNamesExpectedAndGotAndTheModuleStaysUsable) {
   auto fast = compile(model);
   auto good = torch::randn({3, 4});
   fast(good);
-  auto message = message_of([&] { fast(torch::randint(0, 5, {3, 4}, torch::kLong)); });
+  auto message = error_message_of([&] { fast(torch::randint(0, 5, {3, 4}, torch::kLong)); });
   EXPECT_NE(message.find("forward raised while Zenith captured it"), std::string::npos) << message;
   EXPECT_NE(message.find("dtype float32 -> int64"), std::string::npos) << message;
   EXPECT_NE(message.find("expected a call like the last one that worked"), std::string::npos) << message;
@@ -43,7 +37,7 @@ TEST(BadInput, WrongRankNamesTheSizes) {
   torch::nn::Linear model(4, 2);
   auto fast = compile(model);
   fast(torch::randn({3, 4}));
-  auto message = message_of([&] { fast(torch::randn({3, 5})); });
+  auto message = error_message_of([&] { fast(torch::randn({3, 5})); });
   EXPECT_NE(message.find("sizes [3, 4] -> [3, 5]"), std::string::npos) << message;
   EXPECT_EQ(fast.stats().misses, 2);
   auto x = torch::randn({3, 4});
@@ -68,7 +62,7 @@ TEST(BadInput, UndefinedTensorArgument) {
   torch::NoGradGuard no_grad;
   torch::nn::Linear model(4, 2);
   auto fast = compile(model);
-  auto message = message_of([&] { fast(at::Tensor()); });
+  auto message = error_message_of([&] { fast(at::Tensor()); });
   EXPECT_NE(message.find("argument 0: expected a defined tensor, got an undefined tensor"), std::string::npos) << message;
 }
 
@@ -81,16 +75,16 @@ TEST(BadInput, TorchScriptArityAndNonTensorArguments) {
   )");
   torch::NoGradGuard no_grad;
   auto fast = compile(scripted);
-  auto arity = message_of([&] { fast({torch::randn({2})}); });
+  auto arity = error_message_of([&] { fast({torch::randn({2})}); });
   EXPECT_NE(arity.find("number of forward arguments: expected 2, got 1"), std::string::npos) << arity;
-  auto kind = message_of([&] { fast({torch::randn({2}), c10::IValue(std::string("hello"))}); });
+  auto kind = error_message_of([&] { fast({torch::randn({2}), c10::IValue(std::string("hello"))}); });
   EXPECT_NE(kind.find("argument 1: expected a tensor, bool, int or double, got String"), std::string::npos) << kind;
 }
 
 TEST(BadInput, BadOptionsAreRejectedAtCompile) {
   CompileOptions options;
   options.plan_cache_size = 0;
-  auto message = message_of([&] { compile([](at::Tensor x) { return x + 1; }, options); });
+  auto message = error_message_of([&] { compile([](at::Tensor x) { return x + 1; }, options); });
   EXPECT_NE(message.find("plan_cache_size: expected at least 1, got 0"), std::string::npos) << message;
   CompileOptions negative;
   negative.verify_rtol = -1;
@@ -139,7 +133,7 @@ TEST(BadInput, AGraphNoBackendAcceptsFallsBackToEagerOrThrows) {
   EXPECT_EQ(eager.stats().eager_calls, 2);
   nothing.fallback_to_eager = false;
   auto strict = compile([](at::Tensor t) { return t * 3; }, nothing);
-  auto message = message_of([&] { strict(x); });
+  auto message = error_message_of([&] { strict(x); });
   EXPECT_NE(message.find("cannot compile the call"), std::string::npos) << message;
   EXPECT_NE(message.find("fallback_to_eager"), std::string::npos) << message;
 }
@@ -164,7 +158,7 @@ TEST(BadInput, APluginWhoseLaunchFailsMidPlanGivesAnErrorAndNothingOfTheCall) {
   ASSERT_EQ(placed.count("cpu"), 1u) << "a step before the failing one: " << fast.report().to_string();
   const auto first_before = first.clone();
   at::Tensor second;
-  auto message = message_of([&] { second = fast(x); });
+  auto message = error_message_of([&] { second = fast(x); });
   EXPECT_NE(message.find("launchfails"), std::string::npos) << message;
   EXPECT_NE(message.find("simulated launch failure"), std::string::npos) << message;
   EXPECT_FALSE(second.defined()) << "nothing of the failed call is returned";
@@ -172,7 +166,7 @@ TEST(BadInput, APluginWhoseLaunchFailsMidPlanGivesAnErrorAndNothingOfTheCall) {
   EXPECT_TRUE(torch::equal(x, x_before)) << "the argument is untouched";
   EXPECT_TRUE(torch::allclose(first, fn(x))) << "the first call's result is eager's";
   // The module stays usable: the same plan fails the same way, with an error, not a crash.
-  EXPECT_NE(message_of([&] { fast(torch::randn({64})); }).find("simulated launch failure"), std::string::npos);
+  EXPECT_NE(error_message_of([&] { fast(torch::randn({64})); }).find("simulated launch failure"), std::string::npos);
 }
 
 struct NoisyImpl : torch::nn::Module {
@@ -192,7 +186,7 @@ TEST(BadInput, VerifyCatchesAResultThatDiffersFromEager) {
   auto fast = compile(model, options);
   auto x = torch::ones({1000});
   fast(x);  // capture
-  auto message = message_of([&] { fast(x); });
+  auto message = error_message_of([&] { fast(x); });
   EXPECT_NE(message.find("verify: output 0 differs from eager"), std::string::npos) << message;
   model->eval();
   EXPECT_TRUE(torch::equal(fast(x), x));  // verify budget spent; eval is deterministic

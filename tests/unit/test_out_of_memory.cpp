@@ -12,6 +12,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
+#include "common/error_message.h"
 #include "common_relative_error.h"
 #include "runtime/out_of_memory.h"
 #include "zenith/compile.h"
@@ -64,17 +65,6 @@ class OutOfMemory : public ::testing::Test {
   std::unique_ptr<FailingAllocator> failing_;
 };
 
-// The message of the zenith::Error `call` throws, or "" when it throws none.
-template <typename Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 // An outer product in the middle: the plan's one large allocation (n*n floats) is its intermediate.
 at::Tensor outer_tanh(const at::Tensor& x) { return (x.unsqueeze(1) * x.unsqueeze(0)).tanh().sum(1) + 1; }
 constexpr std::int64_t kN = 64;
@@ -94,7 +84,7 @@ TEST_F(OutOfMemory, APlanThatRunsOutGivesAnErrorAndTheModuleKeepsWorking) {
   ASSERT_EQ(fast.stats().eager_calls, 0);
 
   failing_->fail_next_of_at_least(kIntermediateBytes);
-  const std::string message = error_of([&] { fast(torch::randn({kN})); });
+  const std::string message = testing::error_message_of([&] { fast(torch::randn({kN})); });
   EXPECT_EQ(failing_->failures(), 1) << "the plan allocates its intermediate: the armed allocation must have failed";
   EXPECT_NE(message.find("ran out of memory while its plan ran"), std::string::npos) << message;
   EXPECT_NE(message.find("test allocator: out of memory"), std::string::npos) << "the allocator's words: " << message;
@@ -158,7 +148,7 @@ TEST_F(OutOfMemory, ATrainingCallThatRunsOutGivesAnErrorAndTheNextOneWorks) {
   ASSERT_GE(fast.stats().training_calls, 1);
 
   failing_->fail_next_of_at_least(kIntermediateBytes);
-  const std::string message = error_of([&] { fast(torch::randn({kN})); });
+  const std::string message = testing::error_message_of([&] { fast(torch::randn({kN})); });
   EXPECT_EQ(failing_->failures(), 1);
   EXPECT_NE(message.find("the training call"), std::string::npos) << message;
   EXPECT_NE(message.find("ran out of memory while its plan ran"), std::string::npos) << message;
