@@ -1,0 +1,140 @@
+#include "passes/batch_norm_decomposition.h"
+
+#include <optional>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+
+#include "core/aten_call.h"
+#include "core/tensor_type.h"
+
+namespace zenith::passes {
+namespace {
+
+const ir::ValueRef* tensor_arg(const ir::Node& node, const char* name) {
+  const auto* arg = node.arg(name);
+  return arg ? std::get_if<ir::ValueRef>(&arg->value) : nullptr;
+}
+
+bool is_inference_batch_norm(const ir::Node& node) {
+  if (node.op != "aten::batch_norm" || node.outputs.size() != 1) return false;
+  const auto* training = node.arg("training");
+  const bool* flag = training ? std::get_if<bool>(&training->value) : nullptr;
+  const auto* eps = node.arg("eps");
+  return flag != nullptr && !*flag && eps != nullptr && std::holds_alternative<double>(eps->value) &&
+         tensor_arg(node, "input") && tensor_arg(node, "running_mean") && tensor_arg(node, "running_var");
+}
+
+// Builds one batch norm's replacement. New values are typed by running each new op on meta
+// tensors of the exact input types: ATen decides the result's dtype and layout, as it will at run
+// time.
+class Decomposition {
+ public:
+  Decomposition(ir::Graph& graph, const ir::Node& norm) : graph_(graph), norm_(norm) {}
+
+  // The nodes computing the same value into the batch norm's own output, or nullopt when the
+  // arithmetic would not give exactly its type (mixed dtypes promote, for one).
+  std::optional<std::vector<ir::Node>> build() {
+    const int input = tensor_arg(norm_, "input")->id;
+    const auto& type = graph_.value(input).type;
+    if (type.rank() < 2) return std::nullopt;
+    const std::int64_t channels = type.sizes[1];
+    // [C] -> [C, 1, ...]: per channel, broadcast over the dimensions after it.
+    std::vector<std::int64_t> per_channel(static_cast<std::size_t>(type.rank() - 1), 1);
+    per_channel[0] = channels;
+    auto channel_view = [&](const char* name) -> std::optional<int> {
+      const auto* ref = tensor_arg(norm_, name);
+      if (ref == nullptr) return std::nullopt;
+      const auto& sizes = graph_.value(ref->id).type.sizes;
+      if (sizes != std::vector<std::int64_t>{channels}) throw Refused{};
+      if (per_channel.size() == 1) return ref->id;
+      return emit("aten::view", "", {{"self", ir::ValueRef{ref->id}}, {"size", per_channel}});
+    };
+    try {
+      const auto mean = channel_view("running_mean");
+      const auto var = channel_view("running_var");
+      const auto weight = channel_view("weight");
+      const auto bias = channel_view("bias");
+      const double eps = std::get<double>(norm_.arg("eps")->value);
+      const int shifted = emit("aten::add", "Scalar", {{"self", ir::ValueRef{*var}}, {"other", eps}, {"alpha", std::int64_t{1}}});
+      int scale = emit("aten::rsqrt", "", {{"self", ir::ValueRef{shifted}}});
+      if (weight) scale = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{scale}}, {"other", ir::ValueRef{*weight}}});
+      const int mean_scaled = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{*mean}}, {"other", ir::ValueRef{scale}}});
+      const int shift = bias ? emit("aten::sub", "Tensor",
+                                    {{"self", ir::ValueRef{*bias}}, {"other", ir::ValueRef{mean_scaled}}, {"alpha", std::int64_t{1}}})
+                             : emit("aten::neg", "", {{"self", ir::ValueRef{mean_scaled}}});
+      const int scaled = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{input}}, {"other", ir::ValueRef{scale}}});
+      emit("aten::add", "Tensor", {{"self", ir::ValueRef{scaled}}, {"other", ir::ValueRef{shift}}, {"alpha", std::int64_t{1}}},
+           norm_.outputs.front());
+    } catch (const Refused&) {
+      return std::nullopt;
+    }
+    return std::move(nodes_);
+  }
+
+ private:
+  struct Refused {};
+
+  // Appends `op` and returns its result's id: a new value, or `output` when given, whose type the
+  // result must then match exactly.
+  int emit(const char* op, const char* overload, std::vector<ir::Argument> args, int output = -1) {
+    ir::Node node;
+    node.op = op;
+    node.overload = overload;
+    node.args = std::move(args);
+    node.outputs = {-1};  // AtenCall checks the count of results; the id comes below
+    auto result = ir::AtenCall(node).run([&](int id) -> const at::Tensor& { return meta(id); }).at(0);
+    auto type = type_of(result);
+    type.device = graph_.value(tensor_arg(norm_, "input")->id).type.device;
+    if (output >= 0) {
+      const auto& want = graph_.value(output).type;
+      if (type.dtype != want.dtype || type.sizes != want.sizes || type.strides != want.strides) throw Refused{};
+    } else {
+      output = graph_.add_value(type, ir::ValueRole::Intermediate);
+    }
+    node.outputs = {output};
+    meta_[output] = result;
+    nodes_.push_back(std::move(node));
+    return output;
+  }
+
+  const at::Tensor& meta(int id) {
+    auto it = meta_.find(id);
+    if (it != meta_.end()) return it->second;
+    const auto& type = graph_.value(id).type;
+    auto tensor = at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(c10::kMeta));
+    return meta_.emplace(id, std::move(tensor)).first->second;
+  }
+
+  ir::Graph& graph_;
+  const ir::Node& norm_;
+  std::vector<ir::Node> nodes_;
+  std::unordered_map<int, at::Tensor> meta_;
+};
+
+}  // namespace
+
+void BatchNormDecomposition::run(ir::Graph& graph, PassReport& report) {
+  std::vector<ir::Node> nodes;
+  nodes.reserve(graph.nodes.size());
+  std::int64_t decomposed = 0;
+  for (auto& node : graph.nodes) {
+    std::optional<std::vector<ir::Node>> replacement;
+    if (is_inference_batch_norm(node) &&
+        (!cuda_only_ || graph.value(tensor_arg(node, "input")->id).type.device.is_cuda())) {
+      replacement = Decomposition(graph, node).build();
+    }
+    if (!replacement) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    for (auto& part : *replacement) nodes.push_back(std::move(part));
+    ++decomposed;
+  }
+  graph.nodes = std::move(nodes);
+  // A refused decomposition leaves values behind.
+  graph.remove_unused_values();
+  report.counters["decomposed"] = decomposed;
+}
+
+}  // namespace zenith::passes
