@@ -7,6 +7,8 @@
 #include "core/elapsed.h"
 #include "core/log.h"
 #include "core/verifier.h"
+#include "passes/attention_fusion.h"
+#include "passes/batch_norm_decomposition.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
@@ -72,8 +74,10 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
 PassManager PassManager::default_pipeline(const CompileOptions& options) {
   PassManager manager;
   manager.add(std::make_unique<IdentityElimination>());
+  manager.add(std::make_unique<BatchNormDecomposition>());
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<CommonSubexpressionElimination>());
+  manager.add(std::make_unique<AttentionFusion>());
   manager.add(std::make_unique<DeadCodeElimination>());
   manager.add(std::make_unique<ElementwiseFusion>());
   return manager;

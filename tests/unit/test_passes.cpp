@@ -219,20 +219,24 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   auto g = b.finish({out});
   auto before = g;
   auto reports = PassManager::default_pipeline({}).run(g);
-  ASSERT_EQ(reports.size(), 5u);
+  ASSERT_EQ(reports.size(), 7u);
   EXPECT_EQ(reports[0].name, "identities");
   EXPECT_EQ(reports[0].counters["removed"], 0);
-  EXPECT_EQ(reports[1].name, "fold_constants");
-  EXPECT_EQ(reports[1].counters["folded"], 1);
-  EXPECT_EQ(reports[2].name, "cse");
-  EXPECT_EQ(reports[2].counters["merged"], 1);
-  EXPECT_EQ(reports[3].name, "dce");
-  EXPECT_EQ(reports[3].counters["removed"], 1);
-  EXPECT_EQ(reports[4].name, "fuse_elementwise");
-  EXPECT_EQ(reports[4].counters["groups"], 1);  // tanh -> mul -> add
-  EXPECT_EQ(reports[4].counters["fused_nodes"], 3);
-  EXPECT_EQ(reports[1].nodes_before, 6);
-  EXPECT_EQ(reports[3].nodes_after, 3);
+  EXPECT_EQ(reports[1].name, "decompose_batch_norm");
+  EXPECT_EQ(reports[1].counters["decomposed"], 0);
+  EXPECT_EQ(reports[2].name, "fold_constants");
+  EXPECT_EQ(reports[2].counters["folded"], 1);
+  EXPECT_EQ(reports[3].name, "cse");
+  EXPECT_EQ(reports[3].counters["merged"], 1);
+  EXPECT_EQ(reports[4].name, "fuse_attention");
+  EXPECT_EQ(reports[4].counters["fused"], 0);
+  EXPECT_EQ(reports[5].name, "dce");
+  EXPECT_EQ(reports[5].counters["removed"], 1);
+  EXPECT_EQ(reports[6].name, "fuse_elementwise");
+  EXPECT_EQ(reports[6].counters["groups"], 1);  // tanh -> mul -> add
+  EXPECT_EQ(reports[6].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[2].nodes_before, 6);
+  EXPECT_EQ(reports[5].nodes_after, 3);
   expect_equal_results(before, g, b.example_inputs());
 }
 

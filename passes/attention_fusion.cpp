@@ -1,0 +1,269 @@
+#include "passes/attention_fusion.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+
+#include "core/aten_call.h"
+#include "core/tensor_type.h"
+
+namespace zenith::passes {
+namespace {
+
+const ir::ValueRef* tensor_arg(const ir::Node& node, const char* name) {
+  const auto* arg = node.arg(name);
+  return arg ? std::get_if<ir::ValueRef>(&arg->value) : nullptr;
+}
+
+std::optional<double> number_arg(const ir::Node& node, const char* name) {
+  const auto* arg = node.arg(name);
+  if (arg == nullptr) return std::nullopt;
+  if (const auto* real = std::get_if<double>(&arg->value)) return *real;
+  if (const auto* integer = std::get_if<std::int64_t>(&arg->value)) return static_cast<double>(*integer);
+  return std::nullopt;
+}
+
+bool is_op(const ir::Node* node, const char* op, const char* overload) {
+  return node != nullptr && node->op == op && node->overload == overload && node->outputs.size() == 1;
+}
+
+// One attention pattern: the nodes it replaces (by index) and what the fused node reads.
+struct Match {
+  std::vector<std::size_t> removed;  // the score product, scale, mask add and softmax
+  std::size_t context = 0;           // the product with v, which the fused node replaces
+  int q = -1, k = -1, v = -1;
+  std::optional<int> mask;
+  double scale = 1.0;
+};
+
+class Matcher {
+ public:
+  Matcher(const ir::Graph& graph, bool cuda_only)
+      : graph_(graph), cuda_only_(cuda_only), producers_(graph.producers()), consumers_(graph.consumers()),
+        returned_(graph.outputs.begin(), graph.outputs.end()) {}
+
+  // The pattern ending at node `index` (the product of the probabilities with v), if it is one.
+  std::optional<Match> match(std::size_t index) const {
+    const auto& context = graph_.nodes[index];
+    if (!is_op(&context, "aten::matmul", "")) return std::nullopt;
+    const auto* probabilities = tensor_arg(context, "self");
+    const auto* v = tensor_arg(context, "other");
+    if (probabilities == nullptr || v == nullptr || !only_feeds_once(probabilities->id)) return std::nullopt;
+    const auto* softmax = producer(probabilities->id);
+    if (!is_op(softmax, "aten::softmax", "int") || !std::holds_alternative<ir::NoneArg>(softmax->arg("dtype")->value)) {
+      return std::nullopt;
+    }
+    const auto* scores = tensor_arg(*softmax, "self");
+    const auto* dim = softmax->arg("dim") ? std::get_if<std::int64_t>(&softmax->arg("dim")->value) : nullptr;
+    if (scores == nullptr || dim == nullptr || !only_feeds_once(scores->id)) return std::nullopt;
+    if (*dim != -1 && *dim != graph_.value(scores->id).type.rank() - 1) return std::nullopt;
+    Match found;
+    found.context = index;
+    found.v = v->id;
+    found.removed.push_back(node_index(softmax));
+    const auto* masked = producer(scores->id);
+    std::optional<Match> chain;
+    if (is_op(masked, "aten::add", "Tensor") && number_arg(*masked, "alpha") == 1.0) {
+      for (auto [side, mask] : {std::pair{"self", "other"}, std::pair{"other", "self"}}) {
+        const auto* scaled = tensor_arg(*masked, side);
+        const auto* additive = tensor_arg(*masked, mask);
+        if (scaled == nullptr || additive == nullptr || !only_feeds_once(scaled->id)) continue;
+        chain = scaled_scores(scaled->id);
+        if (chain) {
+          chain->mask = additive->id;
+          chain->removed.push_back(node_index(masked));
+          break;
+        }
+      }
+    } else {
+      chain = scaled_scores(scores->id);
+    }
+    if (!chain) return std::nullopt;
+    found.q = chain->q;
+    found.k = chain->k;
+    found.mask = chain->mask;
+    found.scale = chain->scale;
+    found.removed.insert(found.removed.end(), chain->removed.begin(), chain->removed.end());
+    if (!operands_fit(found, graph_.value(scores->id).type)) return std::nullopt;
+    return found;
+  }
+
+ private:
+  // matmul(q, k.transpose(-2, -1)), times or divided by a number, or not.
+  std::optional<Match> scaled_scores(int id) const {
+    Match found;
+    const auto* node = producer(id);
+    if (is_op(node, "aten::mul", "Scalar") || is_op(node, "aten::div", "Scalar")) {
+      const auto number = number_arg(*node, "other");
+      const auto* scores = tensor_arg(*node, "self");
+      if (!number || *number == 0.0 || scores == nullptr || !only_feeds_once(scores->id)) return std::nullopt;
+      found.scale = node->op == "aten::mul" ? *number : 1.0 / *number;
+      found.removed.push_back(node_index(node));
+      node = producer(scores->id);
+    }
+    if (!is_op(node, "aten::matmul", "")) return std::nullopt;
+    const auto* q = tensor_arg(*node, "self");
+    const auto* transposed = tensor_arg(*node, "other");
+    if (q == nullptr || transposed == nullptr) return std::nullopt;
+    const auto* transpose = producer(transposed->id);
+    if (!is_op(transpose, "aten::transpose", "int")) return std::nullopt;
+    const auto rank = graph_.value(transposed->id).type.rank();
+    auto normalized = [&](const char* name) {
+      const auto* arg = transpose->arg(name);
+      const auto* d = arg ? std::get_if<std::int64_t>(&arg->value) : nullptr;
+      return d == nullptr ? std::int64_t{-1} : (*d < 0 ? *d + rank : *d);
+    };
+    const std::set<std::int64_t> dims = {normalized("dim0"), normalized("dim1")};
+    if (dims != std::set<std::int64_t>{rank - 2, rank - 1}) return std::nullopt;
+    found.q = q->id;
+    found.k = tensor_arg(*transpose, "self")->id;
+    found.removed.push_back(node_index(node));
+    return found;
+  }
+
+  // q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] of one floating dtype on one device; the mask
+  // of that dtype, broadcasting to the scores [B, H, T, S].
+  bool operands_fit(const Match& m, const ir::TensorType& scores) const {
+    const auto& q = graph_.value(m.q).type;
+    const auto& k = graph_.value(m.k).type;
+    const auto& v = graph_.value(m.v).type;
+    const bool floating = q.dtype == at::kFloat || q.dtype == at::kHalf || q.dtype == at::kBFloat16;
+    if (!floating || k.dtype != q.dtype || v.dtype != q.dtype || scores.dtype != q.dtype) return false;
+    if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) return false;
+    if (k.device != q.device || v.device != q.device || (cuda_only_ && !q.device.is_cuda())) return false;
+    if (q.sizes[0] != k.sizes[0] || q.sizes[1] != k.sizes[1] || v.sizes[0] != q.sizes[0] || v.sizes[1] != q.sizes[1]) {
+      return false;
+    }
+    if (k.sizes[2] != v.sizes[2] || k.sizes[3] != q.sizes[3]) return false;
+    if (!m.mask) return true;
+    const auto& mask = graph_.value(*m.mask).type;
+    if (mask.dtype != q.dtype || mask.device != q.device || mask.rank() > 4) return false;
+    for (std::int64_t d = 0; d < mask.rank(); ++d) {
+      const auto size = mask.sizes[static_cast<std::size_t>(d)];
+      const auto target = scores.sizes[static_cast<std::size_t>(4 - mask.rank() + d)];
+      if (size != target && size != 1) return false;
+    }
+    return true;
+  }
+
+  const ir::Node* producer(int id) const {
+    const int index = producers_[static_cast<std::size_t>(id)];
+    return index < 0 ? nullptr : &graph_.nodes[static_cast<std::size_t>(index)];
+  }
+  std::size_t node_index(const ir::Node* node) const { return static_cast<std::size_t>(node - graph_.nodes.data()); }
+  // Read by one node, once, and not returned: the fused node may make it disappear.
+  bool only_feeds_once(int id) const {
+    const auto& readers = consumers_[static_cast<std::size_t>(id)];
+    if (readers.size() != 1 || returned_.count(id)) return false;
+    const auto inputs = graph_.nodes[static_cast<std::size_t>(readers.front())].input_ids();
+    return std::count(inputs.begin(), inputs.end(), id) == 1;
+  }
+
+  const ir::Graph& graph_;
+  const bool cuda_only_;
+  const std::vector<int> producers_;
+  const std::vector<std::vector<int>> consumers_;
+  const std::set<int> returned_;
+};
+
+// [B, H, T, Dv] over [B, T, H, Dv] memory: what flash and memory-efficient attention return.
+std::vector<std::int64_t> fused_layout(const std::vector<std::int64_t>& sizes) {
+  const auto heads = sizes[1], tokens = sizes[2], dim = sizes[3];
+  return {tokens * heads * dim, dim, heads * dim, 1};
+}
+
+// `graph` with `m` rewritten, or nullopt when that would change the type of a returned value.
+std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
+  ir::Graph result = graph;
+  auto& context = result.nodes[m.context];
+  const int out = context.outputs.front();
+  ir::Node fused;
+  fused.op = "aten::scaled_dot_product_attention";
+  fused.args = {{"query", ir::ValueRef{m.q}},
+                {"key", ir::ValueRef{m.k}},
+                {"value", ir::ValueRef{m.v}},
+                {"attn_mask", m.mask ? ir::ArgValue{ir::ValueRef{*m.mask}} : ir::ArgValue{ir::NoneArg{}}},
+                {"dropout_p", 0.0},
+                {"is_causal", false},
+                {"scale", m.scale},
+                {"enable_gqa", false}};
+  fused.outputs = {out};
+  context = std::move(fused);
+  auto& type = result.value(out).type;
+  type.strides = fused_layout(type.sizes);
+  // What reads the result is typed again, on meta tensors, as ATen will lay it out.
+  std::set<int> changed = {out};
+  std::unordered_map<int, at::Tensor> meta;
+  auto meta_of = [&](int id) -> const at::Tensor& {
+    auto it = meta.find(id);
+    if (it != meta.end()) return it->second;
+    const auto& t = result.value(id).type;
+    return meta.emplace(id, at::empty_strided(t.sizes, t.strides, at::TensorOptions().dtype(t.dtype).device(c10::kMeta)))
+        .first->second;
+  };
+  for (std::size_t n = m.context + 1; n < result.nodes.size(); ++n) {
+    auto& node = result.nodes[n];
+    const auto inputs = node.input_ids();
+    if (std::none_of(inputs.begin(), inputs.end(), [&](int id) { return changed.count(id) > 0; })) continue;
+    std::vector<at::Tensor> outputs;
+    try {
+      outputs = ir::AtenCall(node).run(meta_of);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    for (std::size_t o = 0; o < node.outputs.size(); ++o) {
+      auto& old = result.value(node.outputs[o]).type;
+      auto fresh = type_of(outputs[o]);
+      if (fresh.dtype != old.dtype || fresh.sizes != old.sizes) return std::nullopt;
+      if (fresh.strides != old.strides) {
+        old.strides = fresh.strides;
+        changed.insert(node.outputs[o]);
+      }
+      meta.erase(node.outputs[o]);
+    }
+  }
+  for (int id : result.outputs) {
+    if (changed.count(id)) return std::nullopt;
+  }
+  std::vector<ir::Node> kept;
+  kept.reserve(result.nodes.size());
+  const std::set<std::size_t> removed(m.removed.begin(), m.removed.end());
+  for (std::size_t n = 0; n < result.nodes.size(); ++n) {
+    if (!removed.count(n)) kept.push_back(std::move(result.nodes[n]));
+  }
+  result.nodes = std::move(kept);
+  result.remove_unused_values();
+  return result;
+}
+
+}  // namespace
+
+void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
+  std::int64_t fused = 0, kept = 0;
+  std::set<int> refused;  // context values whose rewrite would change a returned type
+  for (bool again = true; again;) {
+    again = false;
+    Matcher matcher(graph, cuda_only_);
+    for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+      const int out = graph.nodes[n].outputs.empty() ? -1 : graph.nodes[n].outputs.front();
+      if (refused.count(out)) continue;
+      auto found = matcher.match(n);
+      if (!found) continue;
+      if (auto rewritten = rewrite(graph, *found)) {
+        graph = std::move(*rewritten);
+        ++fused;
+        again = true;
+        break;
+      }
+      refused.insert(out);
+      ++kept;
+    }
+  }
+  report.counters["fused"] = fused;
+  if (kept) report.counters["type_would_change"] = kept;
+}
+
+}  // namespace zenith::passes

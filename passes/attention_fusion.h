@@ -1,0 +1,38 @@
+// Attention fusion: the attention models write out by hand,
+//
+//   softmax(matmul(q, k.transpose(-2, -1)) * scale + mask, -1) @ v
+//
+// (the scale a mul or div by a number or absent, the additive mask optional), becomes one
+// aten::scaled_dot_product_attention node, which PyTorch runs as one fused kernel (flash, cuDNN
+// or memory-efficient attention, as it chooses for the inputs) instead of two matrix products, a
+// softmax and the score matrix in memory between them.
+//
+// The fused kernels hand back their result over [batch, sequence, heads, dim] memory, transposed
+// to [batch, heads, sequence, dim]; the node is typed so, and the views after it (the usual merge
+// of the heads, transpose(1, 2) then reshape) are typed again and become free views. Should
+// PyTorch pick a kernel that returns another layout, the executor copies the result into the
+// typed one (conform_output): slower, never wrong.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace zenith::passes {
+
+class AttentionFusion : public Pass {
+ public:
+  /// `cuda_only`: fuse only attention on CUDA tensors, where PyTorch has fused kernels for it.
+  /// Tests pass false to check the rewrite's results on the CPU.
+  explicit AttentionFusion(bool cuda_only = true) : cuda_only_(cuda_only) {}
+  std::string name() const override { return "fuse_attention"; }
+  /// Counter "fused": the attention patterns rewritten. A pattern is left alone when one of its
+  /// intermediate values (the scores, the scaled or masked scores, the probabilities) has another
+  /// reader or is returned, when q, k and v are not 4-d tensors of one floating dtype, when the
+  /// mask's dtype is not theirs or it does not broadcast to the scores, or when a returned value's
+  /// type would change.
+  void run(ir::Graph& graph, PassReport& report) override;
+
+ private:
+  bool cuda_only_;
+};
+
+}  // namespace zenith::passes

@@ -1,0 +1,165 @@
+// Attention fusion: the attention written out by hand becomes one scaled_dot_product_attention
+// node in the forms models write it (scale as mul or div or none, additive mask on either side or
+// none), the head merge after it is typed again as a free view, and patterns whose intermediates
+// are read elsewhere are left alone. Results are checked against the unfused graph on fresh
+// inputs.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "core/interpreter.h"
+#include "core/verifier.h"
+#include "graph_builders.h"
+#include "passes/attention_fusion.h"
+#include "passes/dead_code_elimination.h"
+
+namespace zenith::passes {
+namespace {
+
+using testing::GraphBuilder;
+using testing::ints;
+using testing::none;
+using testing::real;
+using testing::scalar;
+using testing::value;
+
+constexpr std::int64_t kBatch = 2, kHeads = 3, kTokens = 5, kDim = 8;
+
+enum class Scale { Mul, Div, None };
+enum class Mask { Right, Left, None };
+
+struct Attention {
+  GraphBuilder builder;
+  int scores = -1, probabilities = -1, context = -1, merged = -1;
+};
+
+// x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
+void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at::kFloat) {
+  auto& b = a.builder;
+  int x = b.input({kBatch, kTokens, kHeads * kDim});
+  int additive = b.input({kBatch, 1, 1, kTokens}, mask_dtype);
+  auto heads = [&](int t) {
+    int split = b.op("aten::view", "", {value("self", t), ints("size", {kBatch, kTokens, kHeads, kDim})});
+    return b.op("aten::transpose", "int", {value("self", split), scalar("dim0", 1), scalar("dim1", 2)});
+  };
+  int q = heads(b.op("aten::tanh", "", {value("self", x)}));
+  int k = heads(b.op("aten::sin", "", {value("self", x)}));
+  int v = heads(b.op("aten::cos", "", {value("self", x)}));
+  int kt = b.op("aten::transpose", "int", {value("self", k), scalar("dim0", -2), scalar("dim1", -1)});
+  a.scores = b.op("aten::matmul", "", {value("self", q), value("other", kt)});
+  int scaled = a.scores;
+  if (scale == Scale::Mul) scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
+  if (scale == Scale::Div) scaled = b.op("aten::div", "Scalar", {value("self", a.scores), real("other", 2.8)});
+  int masked = scaled;
+  if (mask == Mask::Right) {
+    masked = b.op("aten::add", "Tensor", {value("self", scaled), value("other", additive), scalar("alpha", 1)});
+  }
+  if (mask == Mask::Left) {
+    masked = b.op("aten::add", "Tensor", {value("self", additive), value("other", scaled), scalar("alpha", 1)});
+  }
+  a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
+  a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
+  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
+  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+}
+
+int count(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op == op;
+  return n;
+}
+
+// Fresh draws of every input; the mask's entries 0 or -1e4 as models make them.
+void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
+  at::manual_seed(17);
+  for (int draw = 0; draw < 2; ++draw) {
+    std::vector<at::Tensor> inputs;
+    for (const auto& example : examples) {
+      inputs.push_back(example.dim() == 4 ? (at::rand_like(example) < 0.3).to(example.scalar_type()) * -1e4
+                                          : at::randn_like(example));
+    }
+    auto want = ir::interpret(before, inputs), got = ir::interpret(after, inputs);
+    ASSERT_EQ(want.size(), got.size());
+    // 1e-5: a fused kernel sums the products in another order than two matrix products do.
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      EXPECT_TRUE(at::allclose(got[k], want[k], 1e-5, 1e-5)) << "draw " << draw << ", output " << k;
+    }
+  }
+}
+
+TEST(AttentionFusion, EveryWrittenOutFormBecomesOneFusedNode) {
+  for (auto scale : {Scale::Mul, Scale::Div, Scale::None}) {
+    for (auto mask : {Mask::Right, Mask::Left, Mask::None}) {
+      SCOPED_TRACE(::testing::Message() << "scale " << static_cast<int>(scale) << ", mask " << static_cast<int>(mask));
+      Attention a;
+      build(a, scale, mask);
+      auto graph = a.builder.finish({a.merged});
+      auto before = graph;
+      PassReport report;
+      AttentionFusion(/*cuda_only=*/false).run(graph, report);
+      EXPECT_EQ(report.counters["fused"], 1);
+      DeadCodeElimination().run(graph, report);
+      EXPECT_EQ(count(graph, "aten::scaled_dot_product_attention"), 1);
+      EXPECT_EQ(count(graph, "aten::softmax"), 0);
+      EXPECT_EQ(count(graph, "aten::matmul"), 0);
+      // Heads split for q, k, v and merged once: k's own transpose for the product is gone.
+      EXPECT_EQ(count(graph, "aten::transpose"), 4);
+      EXPECT_NO_THROW(ir::verify(graph));
+      // The fused result lies over [B, T, H, D] memory, so merging the heads is a view: the
+      // transposed value is contiguous, and the merged one keeps its type.
+      const auto& back = graph.value(graph.nodes.back().input_ids().front()).type;
+      EXPECT_EQ(back.strides, (std::vector<std::int64_t>{kTokens * kHeads * kDim, kHeads * kDim, kDim, 1}));
+      EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
+      expect_same_results(before, graph, a.builder.example_inputs());
+    }
+  }
+}
+
+TEST(AttentionFusion, LeavesPatternsWhoseIntermediatesAreReadElsewhere) {
+  // The probabilities returned (models that output attentions), the scores returned.
+  for (int returned = 0; returned < 2; ++returned) {
+    Attention a;
+    build(a, Scale::Mul, Mask::Right);
+    auto graph = a.builder.finish({a.merged, returned == 0 ? a.probabilities : a.scores});
+    PassReport report;
+    AttentionFusion(false).run(graph, report);
+    EXPECT_EQ(report.counters["fused"], 0) << "returned " << returned;
+    EXPECT_EQ(count(graph, "aten::softmax"), 1);
+  }
+  // A mask of another dtype: eager promotes the scores; the fused kernels would refuse it.
+  Attention wide;
+  build(wide, Scale::Mul, Mask::Right, at::kHalf);
+  auto graph = wide.builder.finish({wide.merged});
+  PassReport report;
+  AttentionFusion(false).run(graph, report);
+  EXPECT_EQ(report.counters["fused"], 0);
+}
+
+TEST(AttentionFusion, KeepsTheTypeOfWhatTheModuleReturns) {
+  // The context itself returned: the fused layout would reach the caller, so the pattern stays.
+  Attention a;
+  build(a, Scale::Mul, Mask::Right);
+  auto graph = a.builder.finish({a.context});
+  PassReport report;
+  AttentionFusion(false).run(graph, report);
+  EXPECT_EQ(report.counters["fused"], 0);
+  EXPECT_EQ(report.counters["type_would_change"], 1);
+  EXPECT_EQ(count(graph, "aten::matmul"), 2);
+}
+
+TEST(AttentionFusion, OnlyCudaAttentionByDefault) {
+  Attention a;
+  build(a, Scale::Mul, Mask::Right);
+  auto cpu = a.builder.finish({a.merged});
+  PassReport report;
+  AttentionFusion().run(cpu, report);
+  EXPECT_EQ(report.counters["fused"], 0) << "the CPU graph is left to ATen's matrix products";
+  for (auto& v : cpu.values) {
+    if (v) v->type.device = c10::Device(c10::kCUDA, 0);
+  }
+  AttentionFusion().run(cpu, report);
+  EXPECT_EQ(report.counters["fused"], 1);
+}
+
+}  // namespace
+}  // namespace zenith::passes
