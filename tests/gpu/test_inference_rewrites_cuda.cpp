@@ -1,0 +1,157 @@
+// The inference rewrites on the GPU, against eager: batch norms decomposed into the kernel of the
+// ReLU and residual add after them (passes/batch_norm_decomposition.h), and attention written out
+// by hand run as one scaled_dot_product_attention (passes/attention_fusion.h). Every call has fresh
+// inputs, the third and later replay a CUDA graph, and parameters and buffers updated in place or
+// replaced between calls are seen. Label gpu.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+
+const torch::Device kDevice(torch::kCUDA);
+constexpr int kCalls = 5;  // the capture, one run launch by launch, a graph capture, two replays
+
+// float32: the same convolution and products as eager, arithmetic in another order (x * a + c for
+// batch norm, a fused kernel's sums for attention): 1e-4 of the largest value. float16 and
+// bfloat16 round once at the store where eager rounds after every op: a few units in the last
+// place, 1e-2 and 4e-2.
+double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : dtype == at::kHalf ? 1e-2 : 4e-2; }
+
+std::int64_t pass_counter(const CompileReport& report, const std::string& pass, const std::string& counter) {
+  for (const auto& entry : report.passes) {
+    if (entry.name == pass && entry.counters.count(counter)) return entry.counters.at(counter);
+  }
+  return -1;
+}
+
+CompileOptions strict(const std::string& name) {
+  CompileOptions options;
+  options.name = name;
+  options.fallback_to_eager = false;
+  return options;
+}
+
+// A residual block's tail: relu(bn2(conv(relu(bn1(x)))) + x).
+struct BlockImpl : torch::nn::Module {
+  BlockImpl()
+      : bn1(register_module("bn1", torch::nn::BatchNorm2d(16))),
+        conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 16, 3).padding(1).bias(false)))),
+        bn2(register_module("bn2", torch::nn::BatchNorm2d(16))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return torch::relu(bn2->forward(conv->forward(torch::relu(bn1->forward(x)))) + x);
+  }
+  torch::nn::BatchNorm2d bn1;
+  torch::nn::Conv2d conv;
+  torch::nn::BatchNorm2d bn2;
+};
+TORCH_MODULE(Block);
+
+// Statistics a trained network would have: means around zero, variances around one.
+void randomize_statistics(torch::nn::BatchNorm2d& bn) {
+  torch::NoGradGuard no_grad;
+  bn->running_mean.normal_(0, 0.5);
+  bn->running_var.uniform_(0.5, 2.0);
+  bn->weight.normal_(1, 0.2);
+  bn->bias.normal_(0, 0.2);
+}
+
+TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParameterChange) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(3);
+    Block block;
+    randomize_statistics(block->bn1);
+    randomize_statistics(block->bn2);
+    block->to(kDevice, dtype);
+    block->eval();
+    auto fast = compile(block, strict("block"));
+    auto layout = dtype == at::kHalf ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+    auto check = [&](const std::string& when) {
+      for (int call = 0; call < kCalls; ++call) {
+        auto x = torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype)).contiguous(layout);
+        auto got = fast(x), want = block->forward(x);
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
+      }
+    };
+    check("as built");
+    const auto report = fast.report();
+    EXPECT_EQ(pass_counter(report, "decompose_batch_norm", "decomposed"), 2) << report.to_string();
+    EXPECT_EQ(report.nodes_per_backend.count("torch_gpu") ? report.nodes_per_backend.at("torch_gpu") : 0, 1)
+        << "only the convolution runs in PyTorch's kernels: " << report.to_string();
+    // In place: the statistics and the affine parameters, as a calibration would update them.
+    block->bn1->running_var.mul_(3);
+    block->bn2->running_mean.add_(1);
+    block->bn2->weight.mul_(-1);
+    check("after updates in place");
+    // Replaced: a new buffer where the old one was.
+    block->bn2->running_var = block->bn2->register_buffer("running_var", block->bn2->running_var * 0.25 + 0.1);
+    check("after a buffer was replaced");
+    EXPECT_EQ(fast.stats().eager_calls, 0);
+    EXPECT_GT(fast.stats().graph_replays, 0);
+  }
+}
+
+// BERT's self-attention, written out as models do: heads split by view and transpose, scores
+// scaled, an additive padding mask, softmax, the product with v, heads merged.
+struct SelfAttentionImpl : torch::nn::Module {
+  static constexpr std::int64_t kHeads = 4, kHeadDim = 16, kHidden = kHeads * kHeadDim;
+  SelfAttentionImpl()
+      : q(register_module("q", torch::nn::Linear(kHidden, kHidden))),
+        k(register_module("k", torch::nn::Linear(kHidden, kHidden))),
+        v(register_module("v", torch::nn::Linear(kHidden, kHidden))) {}
+  torch::Tensor forward(torch::Tensor x, torch::Tensor mask) {
+    const auto batch = x.size(0), tokens = x.size(1);
+    auto heads = [&](const torch::Tensor& t) { return t.view({batch, tokens, kHeads, kHeadDim}).transpose(1, 2); };
+    auto scores = torch::matmul(heads(q->forward(x)), heads(k->forward(x)).transpose(-2, -1)) / std::sqrt(double(kHeadDim));
+    auto probabilities = torch::softmax(scores + mask, -1);
+    auto context = torch::matmul(probabilities, heads(v->forward(x)));
+    return context.transpose(1, 2).reshape({batch, tokens, kHidden});
+  }
+  torch::nn::Linear q, k, v;
+};
+TORCH_MODULE(SelfAttention);
+
+TEST(InferenceRewritesCuda, HandWrittenAttentionRunsFusedAndMatchesEager) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(8);
+    SelfAttention attention;
+    attention->to(kDevice, dtype);
+    attention->eval();
+    auto fast = compile(attention, strict("attention"));
+    const auto options = torch::TensorOptions().device(kDevice).dtype(dtype);
+    auto check = [&](const std::string& when) {
+      for (int call = 0; call < kCalls; ++call) {
+        auto x = torch::randn({2, 24, SelfAttentionImpl::kHidden}, options);
+        // Padding: the last tokens of each sequence masked out, a different count each call.
+        auto mask = torch::zeros({2, 1, 1, 24}, options);
+        mask.index_put_({torch::indexing::Slice(), 0, 0, torch::indexing::Slice(24 - 3 - call, 24)}, -1e4);
+        auto got = fast(x, mask), want = attention->forward(x, mask);
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
+      }
+    };
+    check("as built");
+    const auto report = fast.report();
+    EXPECT_EQ(pass_counter(report, "fuse_attention", "fused"), 1) << report.to_string();
+    attention->k->weight.mul_(-0.5);
+    check("after an update in place");
+    EXPECT_EQ(fast.stats().eager_calls, 0);
+    EXPECT_GT(fast.stats().graph_replays, 0);
+  }
+}
+
+}  // namespace
+}  // namespace zenith
