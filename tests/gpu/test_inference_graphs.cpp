@@ -94,6 +94,20 @@ TEST_F(InferenceGraphs, OffByOptionRunsLaunchByLaunch) {
   EXPECT_EQ(fast.stats().graph_replays, 0);
 }
 
+TEST_F(InferenceGraphs, APlanOfOneLaunchIsNotGraphed) {
+  // One fused kernel: a graph would only add the copies of x in and of the result out.
+  torch::NoGradGuard no_grad;
+  auto fn = [](torch::Tensor x, torch::Tensor a) { return torch::gelu(x * a + 1); };
+  auto fast = zenith::compile(fn, no_fallback("one launch"));
+  for (int call = 0; call < 4; ++call) {
+    auto x = torch::randn({1024}, kDevice), a = torch::randn({1024}, kDevice);
+    expect_close(fast(x, a), fn(x, a), kRtol, kAtol, "call " + std::to_string(call));
+  }
+  EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
+  EXPECT_EQ(fast.stats().graph_captures, 0);
+  EXPECT_EQ(fast.stats().graph_failures, 0);
+}
+
 TEST_F(InferenceGraphs, APlanWithValueChecksRunsLaunchByLaunch) {
   torch::NoGradGuard no_grad;
   auto fn = [](torch::Tensor x, torch::Tensor flag) {
