@@ -109,7 +109,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     std::string refusal;
     if (entry) {
       ++stats_.hits;
-    } else if (auto started = Clock::now(); !training && (entry = instantiate_symbolic(signature, refusal))) {
+    } else if (auto started = Clock::now(); !training && (entry = instantiate_symbolic(signature, state.size(), refusal))) {
       ++stats_.instantiations;
       stats_.instantiation_ms += ms_since(started);
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, entry));

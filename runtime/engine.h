@@ -93,8 +93,9 @@ class Engine {
   /// values the forward saved.
   void attach_graphs(TrainingPlan& training, std::size_t arguments, std::size_t saved) const;
   /// Gives an inference entry its CUDA graph where its plan can be replayed as one (logs why not at
-  /// info when the plan runs on CUDA). The plan's last `state` inputs are parameters and buffers.
-  void attach_inference_graph(Entry& entry, std::size_t state) const;
+  /// info when the plan runs on CUDA and `say_why`). The plan's last `state` inputs are parameters
+  /// and buffers.
+  void attach_inference_graph(Entry& entry, std::size_t state, bool say_why = true) const;
   /// Captures the forward at the probe sizes of `design` and marks the size-dependent nodes of all
   /// captures, `base` included. Returns why the dims cannot be symbolic, or empty.
   std::string capture_probes(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
@@ -106,8 +107,10 @@ class Engine {
                            const capture::ProbeDesign& design,
                            const Signature& signature, const std::vector<int>& tensor_arguments,
                            std::shared_ptr<const Plan> base, std::vector<capture::Capture> probes);
-  /// An entry for `signature` from a symbolic plan, or null; `refusal` learns why not.
-  std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::string& refusal);
+  /// An entry for `signature` from a symbolic plan, with its CUDA graph (recorded at the entry's
+  /// second call, so only for sizes that recur), or null; `refusal` learns why not. The plans' last
+  /// `state` inputs are parameters and buffers.
+  std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::size_t state, std::string& refusal);
   /// Whether `capture` read values computed from sizes that may have chosen which ops ran (a forward
   /// with control flow of its own): its plan then holds for these exact sizes only.
   bool reads_pin_sizes(const capture::Capture& capture) const {

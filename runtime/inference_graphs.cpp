@@ -35,30 +35,27 @@ std::string argument_memory_refusal(const ir::Graph& graph, std::size_t argument
 
 }  // namespace
 
-void Engine::attach_inference_graph(Entry& entry, std::size_t state) const {
+void Engine::attach_inference_graph(Entry& entry, std::size_t state, bool say_why) const {
   if (!options_.cuda_graphs || !entry.plan) return;
   const auto& plan = *entry.plan;
   if (std::none_of(plan.steps.begin(), plan.steps.end(), [](const Step& step) { return step.device.is_cuda(); })) return;
+  auto refuse = [&](const std::string& why) {
+    if (say_why) log::info("{}: the plan is not replayed as a CUDA graph: {}", options_.name, why);
+  };
   const auto launches = std::count_if(plan.steps.begin(), plan.steps.end(),
                                       [](const Step& step) { return step.kind == Step::Kind::Kernel; });
   if (launches < 2) {
     // A graph replaces many launches by one; for a single launch it only adds the copies of the
-    // call's tensors in and out (measured: 3x slower on a 2^26-element chain, docs/performance.md).
-    log::info("{}: the plan is not replayed as a CUDA graph: it makes {} kernel launch", options_.name, launches);
-    return;
+    // call's tensors in and out.
+    return refuse(fmt::format("it makes {} kernel launch", launches));
   }
   if (!plan.value_checks.empty()) {
     // A check reads a value on the host in the middle of the plan, which a graph cannot do.
-    log::info("{}: the plan is not replayed as a CUDA graph: it checks {} values the forward read into C++",
-              options_.name, plan.value_checks.size());
-    return;
+    return refuse(fmt::format("it checks {} values the forward read into C++", plan.value_checks.size()));
   }
   const auto inputs = plan.graph.inputs.size();
   const auto arguments = inputs - std::min(state, inputs);
-  if (auto why = argument_memory_refusal(plan.graph, arguments); !why.empty()) {
-    log::info("{}: the plan is not replayed as a CUDA graph: {}", options_.name, why);
-    return;
-  }
+  if (auto why = argument_memory_refusal(plan.graph, arguments); !why.empty()) return refuse(why);
   // Parameters and buffers are read where they lie (one replaced by a tensor elsewhere makes the
   // call run launch by launch, then the graph is captured again there); the call's tensors are
   // copied into the graph's buffers. Every output is copied out of
@@ -68,7 +65,7 @@ void Engine::attach_inference_graph(Entry& entry, std::size_t state) const {
   std::string why;
   entry.graph = make_plan_graph(entry.plan, std::move(by_address), plan.graph.outputs.size(),
                                 "the plan of " + options_.name, graph_counters_, why);
-  if (!entry.graph) log::info("{}: the plan is not replayed as a CUDA graph: {}", options_.name, why);
+  if (!entry.graph) refuse(why);
 }
 
 }  // namespace zenith::detail

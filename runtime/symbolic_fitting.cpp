@@ -20,7 +20,8 @@ std::vector<DynamicDim> Engine::dims_to_make_symbolic(const Signature& signature
   return dims;
 }
 
-std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signature& signature, std::string& refusal) {
+std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signature& signature, std::size_t state,
+                                                                  std::string& refusal) {
   for (auto it = symbolic_plans_.begin(); it != symbolic_plans_.end(); ++it) {
     auto instance = it->instantiate(signature, backend_options_);
     stats_.kernels_compiled += instance.kernels_compiled;
@@ -34,6 +35,8 @@ std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signatur
     symbolic_plans_.splice(symbolic_plans_.begin(), symbolic_plans_, it);
     auto entry = std::make_shared<Entry>();
     entry->plan = std::move(instance.plan);
+    // Its base plan already said why it is not graphed, if it is not: one line per module, not per size.
+    attach_inference_graph(*entry, state, /*say_why=*/false);
     return entry;
   }
   return nullptr;
