@@ -18,6 +18,7 @@ struct Operand {
   c10::ScalarType dtype;
   OperandClass cls;
   std::uint32_t broadcast_mask;  // dimensions (of the iteration space) where the operand has size 1
+  int axis = -1;                 // OperandClass::Axis: the one dimension it varies along
 };
 
 // The iteration order: the shape operand's dimensions from its largest stride to its smallest
@@ -65,13 +66,17 @@ Operand classify(const ir::Graph& group, int id, const std::vector<std::int64_t>
   }
   const auto type = in_order(group.value(id).type, order);
   Operand op{id, type.dtype, OperandClass::Strided, 0};
+  std::vector<int> moving;  // dimensions where the operand spans more than one element
   for (std::size_t d = 0; d < shape.size(); ++d) {
     std::int64_t size = type.sizes[d];
     if (size != shape[d] && size != 1) throw Unsupported{fmt::format("value %{} does not broadcast to the outputs", id)};
     if (size == 1 && shape[d] != 1) op.broadcast_mask |= 1u << d;
+    if (size != 1) moving.push_back(static_cast<int>(d));
   }
+  const bool input = std::find(group.inputs.begin(), group.inputs.end(), id) != group.inputs.end();
   if (type.numel() == 1) op.cls = OperandClass::Scalar;
   else if (is_contiguous_over(type, shape)) op.cls = OperandClass::Contiguous;
+  else if (input && moving.size() == 1) op.cls = OperandClass::Axis, op.axis = moving.front();
   return op;
 }
 
@@ -79,6 +84,7 @@ const char* class_name(OperandClass cls) {
   switch (cls) {
     case OperandClass::Contiguous: return "contig";
     case OperandClass::Scalar: return "scalar";
+    case OperandClass::Axis: return "axis";
     case OperandClass::Strided: return "strided";
   }
   return "?";
@@ -121,6 +127,7 @@ class Generator {
     for (const auto& op : operands_) {
       kernel_.operands.push_back(op.id);
       kernel_.classes.push_back(op.cls);
+      kernel_.axes.push_back(op.axis);
     }
     kernel_.key = key();
     kernel_.name = fmt::format("zenith_ew_{:016x}", key_hash(kernel_.key));
@@ -179,16 +186,46 @@ class Generator {
   std::string key() const {
     std::vector<std::string> operands;
     for (const auto& op : operands_) {
-      operands.push_back(fmt::format("{}/{}/{:x}", ir::dtype_name(op.dtype), class_name(op.cls), op.broadcast_mask));
+      operands.push_back(fmt::format("{}/{}{}/{:x}", ir::dtype_name(op.dtype), class_name(op.cls),
+                                     op.axis >= 0 ? std::to_string(op.axis) : "", op.broadcast_mask));
     }
     return fmt::format("zenith-elementwise v{} | rank {} | index{} | vec {} | in {} out {} | {} | {}",
                        kElementwiseCodegenVersion, shape_.size(), kernel_.index64 ? 64 : 32, kernel_.vector_width,
                        group_.inputs.size(), group_.outputs.size(), fmt::join(operands, " "), fmt::join(key_ops_, " "));
   }
 
+  // The dimensions Axis operands vary along, each once.
+  std::vector<int> axes() const {
+    std::vector<int> found;
+    for (const auto& op : operands_) {
+      if (op.axis >= 0 && std::find(found.begin(), found.end(), op.axis) == found.end()) found.push_back(op.axis);
+    }
+    return found;
+  }
+  bool innermost(int axis) const { return axis + 1 == static_cast<int>(shape_.size()); }
+
+  // in<d>: elements per step along axis d (the product of the sizes after it), once per launch.
+  std::string axis_strides_code() const {
+    std::string code;
+    for (int d : axes()) {
+      if (innermost(d)) continue;  // one element per step
+      code += fmt::format("  const Index in{} = (Index)1", d);
+      for (std::size_t e = static_cast<std::size_t>(d) + 1; e < shape_.size(); ++e) code += fmt::format(" * (Index)p.sizes[{}]", e);
+      code += ";\n";
+    }
+    return code;
+  }
+
+  // c<d>: the coordinate of element `index` along axis d.
+  std::string axis_coordinate(int d, const std::string& index) const {
+    return innermost(d) ? fmt::format("({} % (Index)p.sizes[{}])", index, d)
+                        : fmt::format("(({} / in{}) % (Index)p.sizes[{}])", index, d, d);
+  }
+
   std::string offset_code(const std::string& index) const {
     // Only strided operands need the multi-index; contiguous ones use the linear index itself.
     std::string code;
+    for (int d : axes()) code += fmt::format("      const Index c{} = {};\n", d, axis_coordinate(d, index));
     bool any_strided = false;
     for (const auto& op : operands_) any_strided = any_strided || op.cls == OperandClass::Strided;
     if (!any_strided) return code;
@@ -215,6 +252,7 @@ class Generator {
     switch (operands_[k].cls) {
       case OperandClass::Contiguous: return fmt::format("(p{} + {})", k, index);
       case OperandClass::Scalar: return fmt::format("p{}", k);
+      case OperandClass::Axis: return fmt::format("(p{0} + c{1} * (Index)p.strides{0}[{1}])", k, operands_[k].axis);
       case OperandClass::Strided: return fmt::format("(p{} + o{})", k, k);
     }
     return "";
@@ -238,14 +276,22 @@ class Generator {
   std::string vector_loop() const {
     if (!kernel_.vectorized) return "";
     const char* type = storage_type(operands_.front().dtype);
+    const int flags = axes().empty() ? 1 : 3;
     std::string code = fmt::format(
         "  constexpr int V = {};\n"
-        "  if (p.flags & 1) {{\n"
+        "  if ((p.flags & {}) == {}) {{\n"
         "    const Index vectors = (Index)(p.numel / V);\n"
         "    for (Index j = first; j < vectors; j += step) {{\n",
-        kernel_.vector_width);
+        kernel_.vector_width, flags, flags);
+    // A vector lies within one coordinate of a non-innermost axis, and starts at a multiple of V
+    // along an innermost one (flags bit 1).
+    for (int d : axes()) code += fmt::format("      const Index c{} = {};\n", d, axis_coordinate(d, "j * V"));
     for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
-      if (operands_[k].cls != OperandClass::Contiguous) continue;
+      const auto& op = operands_[k];
+      if (op.cls == OperandClass::Axis && !innermost(op.axis)) {
+        code += fmt::format("      const float a{0} = zn_load(p{0} + c{1} * (Index)p.strides{0}[{1}]);\n", k, op.axis);
+      }
+      if (op.cls != OperandClass::Contiguous) continue;
       code += fmt::format("      const uint4 r{0} = *reinterpret_cast<const uint4*>(p{0} + j * V);\n"
                           "      const {1}* e{0} = reinterpret_cast<const {1}*>(&r{0});\n",
                           k, type);
@@ -253,7 +299,11 @@ class Generator {
     for (std::size_t o = 0; o < group_.outputs.size(); ++o) code += fmt::format("      uint4 w{0}; {1}* f{0} = reinterpret_cast<{1}*>(&w{0});\n", o, type);
     code += "#pragma unroll\n      for (int v = 0; v < V; ++v) {\n";
     for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
-      if (operands_[k].cls == OperandClass::Contiguous) code += fmt::format("        const float a{0} = zn_cvt(e{0}[v]);\n", k);
+      const auto& op = operands_[k];
+      if (op.cls == OperandClass::Contiguous) code += fmt::format("        const float a{0} = zn_cvt(e{0}[v]);\n", k);
+      if (op.cls == OperandClass::Axis && innermost(op.axis)) {
+        code += fmt::format("        const float a{0} = zn_load(p{0} + (c{1} + v) * (Index)p.strides{0}[{1}]);\n", k, op.axis);
+      }
     }
     for (const auto& statement : statements_) code += "        " + statement + "\n";
     for (std::size_t o = 0; o < group_.outputs.size(); ++o) {
@@ -290,6 +340,7 @@ class Generator {
     code += "  const Index step = (Index)(blockDim.x * gridDim.x);\n";
     code += "  const Index numel = (Index)p.numel;\n";
     code += "  Index start = first;\n";
+    code += axis_strides_code();
     code += vector_loop();
     code += "  for (Index i = start; i < numel; i += step) {\n";
     code += body("i");
@@ -340,8 +391,27 @@ std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const 
       words.push_back(present ? t->strides[d - offset] : 0);
     }
   }
-  words[1] = aligned ? 1 : 0;
+  // Bit 1: each vector of V elements stays within one coordinate of every non-innermost axis (the
+  // elements per step along it are a multiple of V), and starts at a multiple of V along an
+  // innermost one (its size is a multiple of V), so the vector path reads axis operands correctly.
+  bool axes_fit = true;
+  const auto rank = shape.size();
+  for (int axis : kernel.axes) {
+    if (axis < 0) continue;
+    std::int64_t inner = 1;
+    for (std::size_t j = static_cast<std::size_t>(axis) + 1; j < rank; ++j) inner *= words[2 + j];
+    const std::int64_t along = static_cast<std::size_t>(axis) + 1 == rank ? words[2 + static_cast<std::size_t>(axis)] : inner;
+    axes_fit = axes_fit && along % kernel.vector_width == 0;
+  }
+  words[1] = (aligned ? 1 : 0) | (axes_fit ? 2 : 0);
   return words;
+}
+
+bool takes_vector_path(const ElementwiseKernel& kernel, std::int64_t flags) {
+  if (!kernel.vectorized) return false;
+  const bool axes = std::any_of(kernel.axes.begin(), kernel.axes.end(), [](int axis) { return axis >= 0; });
+  const std::int64_t needed = axes ? 3 : 1;
+  return (flags & needed) == needed;
 }
 
 }  // namespace zenith::cuda

@@ -19,12 +19,16 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kElementwiseCodegenVersion = 1;
+constexpr int kElementwiseCodegenVersion = 2;
 
 /// How one operand is laid out against the iteration space; decides its indexing code.
 enum class OperandClass {
   Contiguous,  ///< same sizes as the iteration space, row-major contiguous: offset = linear index
   Scalar,      ///< one element broadcast everywhere: loaded once
+  /// An input that varies along one dimension of the iteration space and is broadcast along the
+  /// others (a per-channel scale or a bias): offset = coordinate along that dimension times its
+  /// stride, one division and one remainder per element instead of the whole multi-index.
+  Axis,
   Strided,     ///< anything else: offset from the multi-index and its strides (0 where broadcast)
 };
 
@@ -35,11 +39,17 @@ struct ElementwiseKernel {
   std::string source;       ///< CUDA C++
   int rank = 1;             ///< iteration rank (0-d groups run as rank 1)
   bool index64 = false;     ///< 64-bit offsets (some tensor passes 2^31 elements or offsets)
-  bool vectorized = false;  ///< has the 16-byte vector path (all operands contiguous or scalar, one dtype)
+  /// Has the 16-byte vector path: one dtype, outputs contiguous, inputs contiguous, scalar or
+  /// along one axis. With axis inputs it runs only when the launch's sizes keep each vector inside
+  /// one coordinate of a non-innermost axis, or aligned to the vector width along an innermost one
+  /// (pack_arguments sets flags bit 1; takes_vector_path).
+  bool vectorized = false;
   int vector_width = 1;     ///< elements per 16 bytes on that path
   /// Value ids of the parameters, in order: the group's inputs, then its outputs.
   std::vector<int> operands;
   std::vector<OperandClass> classes;
+  /// Per operand: the dimension of the kernel's index space an Axis operand varies along, else -1.
+  std::vector<int> axes;
   /// The operand (an output) whose shape is the iteration space; every other output broadcasts
   /// to it and is stored once per element of its own, from the iteration with 0 in its broadcast
   /// dimensions.
@@ -57,9 +67,13 @@ struct ElementwiseKernel {
 std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Graph& group);
 
 /// The kernel's single argument, as 8-byte words: numel, flags (bit 0: every pointer is 16-byte
-/// aligned, so the vector path may run), sizes[rank], then per operand its pointer and its
+/// aligned; bit 1: every Axis operand fits the vector path at these sizes), sizes[rank], then per
+/// operand its pointer and its
 /// strides[rank] in elements, broadcast dimensions as 0. `operands` are in ElementwiseKernel
 /// order; their shapes must be the plan's.
 std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands);
+
+/// Whether a launch with these packed `flags` (pack_arguments' second word) runs the vector path.
+bool takes_vector_path(const ElementwiseKernel& kernel, std::int64_t flags);
 
 }  // namespace zenith::cuda

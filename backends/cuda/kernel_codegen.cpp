@@ -45,7 +45,7 @@ LaunchConfig elementwise_launch(const ElementwiseKernel& kernel, const std::vect
   config.words = pack_arguments(kernel, operands);
   const std::int64_t numel = config.words[0];
   if (numel == 0) return config;
-  const bool vector_path = kernel.vectorized && (config.words[1] & 1);
+  const bool vector_path = takes_vector_path(kernel, config.words[1]);
   const std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
   // Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
   config.threads = kElementwiseThreads;

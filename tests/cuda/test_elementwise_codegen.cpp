@@ -123,7 +123,12 @@ TEST(ElementwiseCodegen, KeysHoldTheShapeClassNotTheSizes) {
   EXPECT_NE(a.key, generate_or_fail(chain({32, 100, 64}, at::kFloat, {100, 1})).key);  // broadcast pattern
   EXPECT_NE(a.key, generate_or_fail(chain({32, 100, 64}, at::kFloat, {32, 100, 64})).key);
   EXPECT_TRUE(generate_or_fail(chain({32, 100, 64}, at::kFloat, {32, 100, 64})).vectorized);
-  EXPECT_FALSE(a.vectorized);
+  // A bias along the rows varies along one dimension: an axis operand, on the vector path. One
+  // that varies along two is strided, and keeps the kernel off it.
+  EXPECT_TRUE(a.vectorized);
+  EXPECT_EQ(a.classes[1], OperandClass::Axis);
+  EXPECT_EQ(a.axes[1], 2);
+  EXPECT_FALSE(generate_or_fail(chain({32, 100, 64}, at::kFloat, {32, 1, 64})).vectorized);
   EXPECT_FALSE(a.index64);
   EXPECT_TRUE(generate_or_fail(widened(chain({3, 4}, at::kFloat, {4}), 1 << 30)).index64);  // 3 * 2^30 elements
   // Just below 2^31 a grid-stride counter would pass 2^31 - 1 before its test: 64-bit too.
@@ -222,7 +227,8 @@ TEST(ElementwiseCodegen, ChannelsLastIteratesInMemoryOrder) {
   EXPECT_EQ(kernel.order, (std::vector<int>{0, 2, 3, 1}));
   ASSERT_EQ(kernel.classes.size(), 3u);
   EXPECT_EQ(kernel.classes[0], OperandClass::Contiguous);  // x
-  EXPECT_EQ(kernel.classes[1], OperandClass::Strided);     // the broadcast scale
+  EXPECT_EQ(kernel.classes[1], OperandClass::Axis);        // the broadcast scale, along C
+  EXPECT_EQ(kernel.axes[1], 3) << "C is the innermost dimension in memory order";
   EXPECT_EQ(kernel.classes[2], OperandClass::Contiguous);  // the output
   expect_compiles(kernel);
   // Row-major groups keep their order (and their keys).
@@ -240,6 +246,36 @@ TEST(ElementwiseCodegen, ChannelsLastIteratesInMemoryOrder) {
   EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 2, words.begin() + 6), (std::vector<std::int64_t>{2, 5, 7, 8}));
   EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 7, words.begin() + 11), (std::vector<std::int64_t>{280, 56, 8, 1}));
   EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 12, words.begin() + 16), (std::vector<std::int64_t>{0, 0, 0, 1}));
+  EXPECT_TRUE(takes_vector_path(kernel, words[1])) << "8 channels innermost: vectors of 8 start at channel 0";
+}
+
+// The vector path reads an axis operand once per vector (a non-innermost axis) or V consecutive
+// elements of it (an innermost one): only sizes that keep vectors aligned to the axis take it.
+TEST(ElementwiseCodegen, AxisOperandsTakeTheVectorPathOnlyWhereTheSizesAllowIt) {
+  using codegen_test::view;
+  auto flags = [](const ElementwiseKernel& kernel, std::vector<std::int64_t> sizes, at::MemoryFormat format) {
+    auto x = at::empty(sizes, at::kHalf).contiguous(format);
+    auto scale = at::empty({sizes[1], 1, 1}, at::kHalf);
+    auto out = at::empty_like(x);
+    DLTensor vx = view(x), vs = view(scale), vo = view(out);
+    return takes_vector_path(kernel, pack_arguments(kernel, {&vx, &vs, &vo})[1]);
+  };
+  auto nchw = [](std::vector<std::int64_t> sizes) {
+    GraphBuilder b;
+    int x = b.input(sizes, at::kHalf);
+    int scale = b.input({sizes[1], 1, 1}, at::kHalf);
+    int y = b.op("aten::mul", "Tensor", {value("self", x), value("other", scale)});
+    return generate_or_fail(on_cuda(b.finish({y})));
+  };
+  auto rows = nchw({2, 8, 4, 4});
+  ASSERT_TRUE(rows.vectorized);
+  EXPECT_EQ(rows.axes[1], 1);
+  EXPECT_TRUE(flags(rows, {2, 8, 4, 4}, at::MemoryFormat::Contiguous)) << "16 elements per channel: whole vectors";
+  EXPECT_FALSE(flags(rows, {2, 8, 7, 7}, at::MemoryFormat::Contiguous)) << "49 per channel: vectors straddle two";
+  auto last = generate_or_fail(channels_last_group());
+  EXPECT_TRUE(flags(last, {2, 16, 3, 3}, at::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(flags(last, {2, 12, 3, 3}, at::MemoryFormat::ChannelsLast)) << "12 channels: vectors wrap around";
+  expect_compiles(rows);
 }
 
 }  // namespace

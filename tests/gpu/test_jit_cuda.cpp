@@ -111,6 +111,35 @@ TEST_F(JitCuda, ChannelsLastRunsInMemoryOrder) {
   }
 }
 
+// Per-channel operands ([C, 1, 1], and a [W] bias along the rows) are read along one axis: on the
+// vector path where the sizes keep vectors within a channel (NCHW: H*W a multiple of the vector
+// width) or aligned to channel 0 (channels-last: C a multiple), element by element elsewhere.
+TEST_F(JitCuda, PerChannelOperandsOnAndOffTheVectorPath) {
+  torch::NoGradGuard no_grad;
+  const std::vector<std::vector<std::int64_t>> shapes = {{2, 8, 4, 4}, {2, 8, 7, 7}, {2, 16, 3, 3}, {2, 12, 3, 3}, {3, 5, 2, 3}};
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    auto options = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
+    auto fn = [](at::Tensor x, at::Tensor scale, at::Tensor shift, at::Tensor row) {
+      return torch::relu(x * scale + shift) + row;
+    };
+    for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
+      auto fast = compile(fn, strict());
+      for (const auto& sizes : shapes) {
+        for (int call = 0; call < kCallsPerSignature; ++call) {
+          auto x = torch::randn(sizes, options).contiguous(format);
+          auto scale = torch::randn({sizes[1], 1, 1}, options), shift = torch::randn({sizes[1], 1, 1}, options);
+          auto row = torch::randn({sizes[3]}, options);
+          EXPECT_LE(relative_error(fast(x, scale, shift, row).to(at::kFloat), fn(x, scale, shift, row).to(at::kFloat)),
+                    tolerance(dtype))
+              << c10::toString(dtype) << " " << c10::str(sizes) << (format == at::MemoryFormat::ChannelsLast ? " channels-last, " : ", ")
+              << call_name(call);
+        }
+        EXPECT_EQ(fast.report().groups, 1) << c10::str(sizes);
+      }
+    }
+  }
+}
+
 // x [3, n] laid out as asked: contiguous, transposed, sliced, or misaligned by one element.
 at::Tensor laid_out(const std::string& layout, std::int64_t n, const torch::TensorOptions& options) {
   if (layout == "transposed") return torch::randn({n, 3}, options).t();
