@@ -1,0 +1,101 @@
+// Where a batch-1 inference call's device time goes: the zoo's BERT-base (128 tokens) and
+// ResNet-50 (224x224) called eagerly and through Zenith (its plan replayed as a CUDA graph), each
+// profiled over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against wall
+// time, and the kernels that take longest. Random weights.
+//   bench_inference_profile [float32|float16]   (default both; float16 ResNet-50 is channels-last)
+// Prints Markdown. Needs a CUDA device.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "kernel_profile.h"
+#include "models/bert.h"
+#include "models/cnn.h"
+#include "zenith/compile.h"
+
+namespace {
+
+constexpr int kWarmup = 10;
+constexpr int kProfiled = 20;
+constexpr std::size_t kTopKernels = 12;
+
+// Warms `call` up (the compiled one captures, runs, records its graph), then profiles it.
+void profile(const std::string& title, const std::function<torch::Tensor()>& call) {
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < kWarmup; ++i) call();
+  torch::cuda::synchronize();
+  const auto result = zenith::bench::profile_kernels([&] { call(); }, kProfiled, kTopKernels);
+  std::printf("%s\n", result.to_markdown(title).c_str());
+}
+
+void to_channels_last(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+void bert(c10::ScalarType dtype) {
+  using zenith::models::Bert;
+  torch::manual_seed(1);
+  const auto config = zenith::models::BertConfig::base();
+  Bert model(config);
+  model->eval();
+  model->to(torch::kCUDA, dtype);
+  const auto tokens = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA);
+  auto ids = torch::randint(config.vocab_size, {1, 128}, tokens);
+  auto mask = torch::ones({1, 128}, tokens);
+  const std::string name = std::string("BERT-base b1 ") + c10::toString(dtype);
+  profile(name + ", eager", [&] { return model->forward(ids, mask); });
+  auto fast = zenith::compile(model);
+  profile(name + ", Zenith", [&] { return fast(ids, mask); });
+}
+
+void resnet(c10::ScalarType dtype) {
+  using zenith::models::Cnn;
+  torch::manual_seed(2);
+  const auto config = zenith::models::CnnConfig::resnet50();
+  Cnn model(config);
+  model->eval();
+  model->to(torch::kCUDA, dtype);
+  const bool channels_last = dtype == at::kHalf;
+  if (channels_last) to_channels_last(*model);
+  auto images = torch::randn({1, config.in_channels, 224, 224}, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
+  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  const std::string name =
+      std::string("ResNet-50 b1 ") + c10::toString(dtype) + (channels_last ? " channels-last" : "");
+  profile(name + ", eager", [&] { return model->forward(images); });
+  auto fast = zenith::compile(model);
+  profile(name + ", Zenith", [&] { return fast(images); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!torch::cuda::is_available()) {
+    std::fprintf(stderr, "bench_inference_profile: no CUDA device\n");
+    return 1;
+  }
+  std::vector<c10::ScalarType> dtypes = {at::kFloat, at::kHalf};
+  if (argc > 1) {
+    if (std::strcmp(argv[1], "float32") == 0) dtypes = {at::kFloat};
+    else if (std::strcmp(argv[1], "float16") == 0) dtypes = {at::kHalf};
+    else {
+      std::fprintf(stderr, "usage: bench_inference_profile [float32|float16]\n");
+      return 2;
+    }
+  }
+  try {
+    for (auto dtype : dtypes) {
+      bert(dtype);
+      resnet(dtype);
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_inference_profile: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
