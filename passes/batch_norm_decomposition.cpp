@@ -56,16 +56,21 @@ class Decomposition {
       const auto weight = channel_view("weight");
       const auto bias = channel_view("bias");
       const double eps = std::get<double>(norm_.arg("eps")->value);
+      // (x - mean) first, as ATen does: with x close to a large mean, x * a + (bias - mean * a)
+      // would cancel and lose the digits the subtraction keeps (measured on calibrated
+      // torchvision models: 1e-3 relative differences from eager in float32). Emitted first, it
+      // roots the fusion group at x; the per-channel scale's group joins it (passes/fusion.h).
+      const int centered = emit("aten::sub", "Tensor", {{"self", ir::ValueRef{input}}, {"other", ir::ValueRef{*mean}}, {"alpha", std::int64_t{1}}});
       const int shifted = emit("aten::add", "Scalar", {{"self", ir::ValueRef{*var}}, {"other", eps}, {"alpha", std::int64_t{1}}});
       int scale = emit("aten::rsqrt", "", {{"self", ir::ValueRef{shifted}}});
       if (weight) scale = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{scale}}, {"other", ir::ValueRef{*weight}}});
-      const int mean_scaled = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{*mean}}, {"other", ir::ValueRef{scale}}});
-      const int shift = bias ? emit("aten::sub", "Tensor",
-                                    {{"self", ir::ValueRef{*bias}}, {"other", ir::ValueRef{mean_scaled}}, {"alpha", std::int64_t{1}}})
-                             : emit("aten::neg", "", {{"self", ir::ValueRef{mean_scaled}}});
-      const int scaled = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{input}}, {"other", ir::ValueRef{scale}}});
-      emit("aten::add", "Tensor", {{"self", ir::ValueRef{scaled}}, {"other", ir::ValueRef{shift}}, {"alpha", std::int64_t{1}}},
-           norm_.outputs.front());
+      const int out = norm_.outputs.front();
+      if (bias) {
+        const int scaled = emit("aten::mul", "Tensor", {{"self", ir::ValueRef{centered}}, {"other", ir::ValueRef{scale}}});
+        emit("aten::add", "Tensor", {{"self", ir::ValueRef{scaled}}, {"other", ir::ValueRef{*bias}}, {"alpha", std::int64_t{1}}}, out);
+      } else {
+        emit("aten::mul", "Tensor", {{"self", ir::ValueRef{centered}}, {"other", ir::ValueRef{scale}}}, out);
+      }
     } catch (const Refused&) {
       return std::nullopt;
     }

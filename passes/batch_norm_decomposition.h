@@ -1,6 +1,6 @@
-// Batch norm in inference as elementwise arithmetic: y = x * a + c with a = weight * rsqrt(var +
-// eps) and c = bias - mean * a, every per-channel tensor viewed so that it broadcasts along the
-// channel dimension. As one ATen op it is a kernel of its own (cuDNN's or ATen's) between a
+// Batch norm in inference as elementwise arithmetic: y = (x - mean) * a + bias with a = weight *
+// rsqrt(var + eps), every per-channel tensor viewed so that it broadcasts along the channel
+// dimension. As one ATen op it is a kernel of its own (cuDNN's or ATen's) between a
 // convolution and the ReLU or residual add after it; as arithmetic the fusion pass puts it in the
 // same kernel as those, as Inductor's decomposition does. The statistics and affine parameters
 // are read at every call, never folded into constants, so a parameter updated or replaced between

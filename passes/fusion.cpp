@@ -136,6 +136,21 @@ class Grouping {
     return true;
   }
 
+  const std::vector<int>& members(int group) const { return members_.at(group); }
+  std::vector<int> groups() const {
+    std::vector<int> ids;
+    for (const auto& [group, nodes] : members_) ids.push_back(group);
+    return ids;
+  }
+  // Moves every member of `from` into `into`.
+  void merge(int from, int into) {
+    for (int member : members_.at(from)) {
+      group_of_[member] = into;
+      members_[into].push_back(member);
+    }
+    members_.erase(from);
+  }
+
   // Whether every member of `group` still fits once its rows are `space`.
   bool members_fit(int group, const RowSpace& space) const {
     for (int member : members_.at(group)) {
@@ -152,6 +167,52 @@ class Grouping {
   std::map<int, std::vector<int>> members_;
   int next_group_ = 0;
 };
+
+}  // namespace
+
+// A group computed from values no other group produces (parameters, their views), whose results
+// only one elementwise group reads, joins that group, which then computes them per element: a
+// per-channel scale rsqrt(var + eps) * weight costs a few instructions there, and a launch and a
+// stored tensor on its own. (Groups grow from producer to consumer, so such a chain, which reads
+// nothing the consumer's chain produced, starts a group of its own.)
+namespace {
+
+void absorb_parameter_groups(const ir::Graph& graph, Grouping& grouping, const std::map<int, RowSpace>& row_space,
+                             const std::map<int, MatmulGroup>& matmul_groups,
+                             const std::vector<std::vector<int>>& consumers, std::size_t max_nodes) {
+  const std::set<int> returned(graph.outputs.begin(), graph.outputs.end());
+  const auto& producer = grouping.producer_of_value();
+  for (int from : grouping.groups()) {
+    if (row_space.count(from) || matmul_groups.count(from)) continue;
+    const auto& members = grouping.members(from);
+    bool reads_groups = false;
+    std::set<int> readers;
+    bool read_elsewhere = false;
+    for (int member : members) {
+      const auto& node = graph.nodes[static_cast<std::size_t>(member)];
+      for (int id : node.input_ids()) {
+        const int p = producer[static_cast<std::size_t>(id)];
+        reads_groups = reads_groups || (p >= 0 && grouping.group_of(p) >= 0 && grouping.group_of(p) != from);
+      }
+      for (int id : node.outputs) {
+        read_elsewhere = read_elsewhere || returned.count(id) > 0;
+        for (int reader : consumers[static_cast<std::size_t>(id)]) {
+          const int group = grouping.group_of(reader);
+          if (group == from) continue;
+          if (group < 0) read_elsewhere = true;
+          else readers.insert(group);
+        }
+      }
+    }
+    if (reads_groups || read_elsewhere || readers.size() != 1) continue;
+    const int into = *readers.begin();
+    if (row_space.count(into) || matmul_groups.count(into)) continue;
+    if (grouping.size(into) + members.size() > max_nodes) continue;
+    bool convex = true;
+    for (int member : members) convex = convex && grouping.keeps_convex(static_cast<std::size_t>(member), into);
+    if (convex) grouping.merge(from, into);
+  }
+}
 
 }  // namespace
 
@@ -203,6 +264,8 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
       row_space[chosen] = RowSpace{graph.value(reduction->input).type.sizes, reduction->inner};
     }
   }
+
+  absorb_parameter_groups(graph, grouping, row_space, matmul_groups, consumers, max_nodes_);
 
   // Only groups of two or more nodes are fusion; renumber them densely.
   std::map<int, int> dense;

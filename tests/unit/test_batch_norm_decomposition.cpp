@@ -88,7 +88,7 @@ TEST(BatchNormDecomposition, InferenceBatchNormsBecomeArithmeticOverTheirLivePar
   EXPECT_EQ(count(graph, "aten::rsqrt"), 2);
   EXPECT_NO_THROW(ir::verify(graph));
   // Three draws of every input, statistics and affine parameters included: they are read, not
-  // remembered. 1e-5: x * a + c rounds differently from ATen's (x - mean) * invstd * weight + bias.
+  // remembered. 1e-5: (x - mean) * (invstd * weight) + bias rounds differently from ATen's order.
   at::manual_seed(5);
   for (int draw = 0; draw < 3; ++draw) {
     auto inputs = fresh_values(before, examples);
@@ -98,6 +98,30 @@ TEST(BatchNormDecomposition, InferenceBatchNormsBecomeArithmeticOverTheirLivePar
       EXPECT_TRUE(at::allclose(got[k], want[k], 1e-5, 1e-5)) << "draw " << draw << ", output " << k;
     }
   }
+}
+
+TEST(BatchNormDecomposition, KeepsTheDigitsOfInputsCloseToALargeMean) {
+  // Calibrated statistics of a deep layer: activations around 1e4, a small variance. Folding the
+  // mean into a shift (x * a + (bias - mean * a)) would cancel two numbers near 1e5 and keep 1e-3
+  // of the result's relative precision; subtracting the mean first keeps float32's.
+  auto [graph, examples] = network();
+  auto before = graph;
+  PassReport report;
+  BatchNormDecomposition(/*cuda_only=*/false).run(graph, report);
+  at::manual_seed(9);
+  auto inputs = fresh_values(before, examples);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& name = before.value(before.inputs[i]).name;
+    if (name == "bn.running_mean") inputs[i] = 1e4 + at::randn_like(inputs[i]);
+    if (name == "bn.running_var") inputs[i] = 0.01 + at::rand_like(inputs[i]) * 0.01;
+    if (i == 0) inputs[i] = 1e4 + at::randn_like(inputs[i]);  // x
+  }
+  // The reference in float64 (ATen's CPU kernel folds the mean into a shift itself).
+  std::vector<at::Tensor> wide;
+  for (const auto& input : inputs) wide.push_back(input.to(at::kDouble));
+  auto want = ir::interpret(before, wide), got = ir::interpret(graph, inputs);
+  const double scale = want[0].abs().max().item<double>();
+  EXPECT_LE((got[0].to(at::kDouble) - want[0]).abs().max().item<double>() / scale, 1e-5);
 }
 
 TEST(BatchNormDecomposition, OnCudaTheBatchNormJoinsTheKernelOfWhatFollowsIt) {
@@ -130,7 +154,7 @@ TEST(BatchNormDecomposition, LeavesCpuTrainingAndMixedDtypeBatchNormsAlone) {
   int mean = b.parameter({4}, "mean");
   int var = b.parameter({4}, "var");
   int trained = b.op("aten::batch_norm", "", batch_norm_args(x, std::nullopt, std::nullopt, mean, var, true));
-  // bfloat16 input, float32 statistics: x * a would promote to float32; eager keeps bfloat16.
+  // bfloat16 input, float32 statistics: x - mean would promote to float32; eager keeps bfloat16.
   int mixed = b.op("aten::batch_norm", "", batch_norm_args(half, std::nullopt, std::nullopt, mean, var, false));
   auto g = b.finish({trained, mixed});
   for (auto& v : g.values) {

@@ -41,6 +41,37 @@ TEST(Fusion, ChainsOfElementwiseOpsFormOneGroup) {
   EXPECT_EQ(report.counters["fused_nodes"], 3);
 }
 
+// y = (x - m) * (rsqrt(v + eps) * w): the scale reads only parameters, so it starts a group of
+// its own, which joins the group that reads it; read by a second group too, it stays apart.
+TEST(Fusion, AGroupOfParameterArithmeticJoinsTheOneGroupReadingIt) {
+  for (bool second_reader : {false, true}) {
+    GraphBuilder b;
+    int x = b.input({4, 8});
+    int m = b.parameter({8}, "m"), v = b.parameter({8}, "v"), w = b.parameter({8}, "w");
+    int centered = b.op("aten::sub", "Tensor", {value("self", x), value("other", m), scalar("alpha", 1)});
+    int shifted = b.op("aten::add", "Scalar", {value("self", v), real("other", 1e-5), scalar("alpha", 1)});
+    int root = b.op("aten::rsqrt", "", {value("self", shifted)});
+    int scale = b.op("aten::mul", "Tensor", {value("self", root), value("other", w)});
+    int y = b.op("aten::mul", "Tensor", {value("self", centered), value("other", scale)});
+    std::vector<int> outputs = {y};
+    if (second_reader) {
+      // A chain of its own that reads the scale: the sigmoid starts at the input, the add joins it.
+      int s = b.op("aten::sigmoid", "", {value("self", x)});
+      outputs.push_back(b.op("aten::add", "Tensor", {value("self", s), value("other", scale), scalar("alpha", 1)}));
+    }
+    auto g = b.finish(outputs);
+    PassReport report;
+    ElementwiseFusion().run(g, report);
+    if (!second_reader) {
+      EXPECT_EQ(groups_of(g), (std::vector<int>{0, 0, 0, 0, 0})) << "one kernel";
+      EXPECT_EQ(report.counters["groups"], 1);
+    } else {
+      EXPECT_EQ(report.counters["groups"], 3) << "the scale is materialized for its two readers";
+      EXPECT_NE(g.nodes[0].fusion_group, g.nodes[1].fusion_group);
+    }
+  }
+}
+
 TEST(Fusion, LeadingReductionsViewsAndRandomOpsAreNotFused) {
   GraphBuilder b;
   int x = b.input({4, 8});
