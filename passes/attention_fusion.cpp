@@ -53,9 +53,9 @@ class Matcher {
     const auto* v = tensor_arg(context, "other");
     if (probabilities == nullptr || v == nullptr || !only_feeds_once(probabilities->id)) return std::nullopt;
     const auto* softmax = producer(probabilities->id);
-    if (!is_op(softmax, "aten::softmax", "int") || !std::holds_alternative<ir::NoneArg>(softmax->arg("dtype")->value)) {
-      return std::nullopt;
-    }
+    if (!is_op(softmax, "aten::softmax", "int")) return std::nullopt;
+    const auto* dtype = softmax->arg("dtype");
+    if (dtype == nullptr || !std::holds_alternative<ir::NoneArg>(dtype->value)) return std::nullopt;
     const auto* scores = tensor_arg(*softmax, "self");
     const auto* dim = softmax->arg("dim") ? std::get_if<std::int64_t>(&softmax->arg("dim")->value) : nullptr;
     if (scores == nullptr || dim == nullptr || !only_feeds_once(scores->id)) return std::nullopt;
@@ -109,7 +109,7 @@ class Matcher {
     const auto* transposed = tensor_arg(*node, "other");
     if (q == nullptr || transposed == nullptr) return std::nullopt;
     const auto* transpose = producer(transposed->id);
-    if (!is_op(transpose, "aten::transpose", "int")) return std::nullopt;
+    if (!is_op(transpose, "aten::transpose", "int") || tensor_arg(*transpose, "self") == nullptr) return std::nullopt;
     const auto rank = graph_.value(transposed->id).type.rank();
     auto normalized = [&](const char* name) {
       const auto* arg = transpose->arg(name);

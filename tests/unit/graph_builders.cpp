@@ -95,4 +95,10 @@ ir::Graph elementwise_chain() {
   return b.finish({a});
 }
 
+int count_nodes(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op == op;
+  return n;
+}
+
 }  // namespace zenith::testing

@@ -48,4 +48,7 @@ ir::Argument none(const std::string& name);
 /// x[4, 8] -> relu -> mul(x) -> add(relu) : three elementwise nodes.
 ir::Graph elementwise_chain();
 
+/// How many nodes of `g` apply `op` ("aten::softmax").
+int count_nodes(const ir::Graph& g, const std::string& op);
+
 }  // namespace zenith::testing

@@ -63,11 +63,6 @@ void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at
   a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
 }
 
-int count(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes) n += node.op == op;
-  return n;
-}
 
 // Fresh draws of every input; the mask's entries 0 or -1e4 as models make them.
 void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
@@ -99,11 +94,11 @@ TEST(AttentionFusion, EveryWrittenOutFormBecomesOneFusedNode) {
       AttentionFusion(/*cuda_only=*/false).run(graph, report);
       EXPECT_EQ(report.counters["fused"], 1);
       DeadCodeElimination().run(graph, report);
-      EXPECT_EQ(count(graph, "aten::scaled_dot_product_attention"), 1);
-      EXPECT_EQ(count(graph, "aten::softmax"), 0);
-      EXPECT_EQ(count(graph, "aten::matmul"), 0);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 0);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 0);
       // Heads split for q, k, v and merged once: k's own transpose for the product is gone.
-      EXPECT_EQ(count(graph, "aten::transpose"), 4);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::transpose"), 4);
       EXPECT_NO_THROW(ir::verify(graph));
       // The fused result lies over [B, T, H, D] memory, so merging the heads is a view: the
       // transposed value is contiguous, and the merged one keeps its type.
@@ -124,7 +119,7 @@ TEST(AttentionFusion, LeavesPatternsWhoseIntermediatesAreReadElsewhere) {
     PassReport report;
     AttentionFusion(false).run(graph, report);
     EXPECT_EQ(report.counters["fused"], 0) << "returned " << returned;
-    EXPECT_EQ(count(graph, "aten::softmax"), 1);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 1);
   }
   // A mask of another dtype: eager promotes the scores; the fused kernels would refuse it.
   Attention wide;
@@ -144,7 +139,7 @@ TEST(AttentionFusion, KeepsTheTypeOfWhatTheModuleReturns) {
   AttentionFusion(false).run(graph, report);
   EXPECT_EQ(report.counters["fused"], 0);
   EXPECT_EQ(report.counters["type_would_change"], 1);
-  EXPECT_EQ(count(graph, "aten::matmul"), 2);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 2);
 }
 
 TEST(AttentionFusion, OnlyCudaAttentionByDefault) {

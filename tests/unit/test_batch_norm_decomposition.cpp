@@ -32,11 +32,6 @@ std::vector<ir::Argument> batch_norm_args(int input, std::optional<int> weight, 
           {"cudnn_enabled", true}};
 }
 
-int count(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes) n += node.op == op;
-  return n;
-}
 
 // relu(bn(x) + residual) over [2, 4, 5, 5], and a batch norm without affine parameters over
 // [3, 4]: the shapes of a convolution block and of a BatchNorm1d.
@@ -82,10 +77,10 @@ TEST(BatchNormDecomposition, InferenceBatchNormsBecomeArithmeticOverTheirLivePar
   PassReport report;
   BatchNormDecomposition(/*cuda_only=*/false).run(graph, report);
   EXPECT_EQ(report.counters["decomposed"], 2);
-  EXPECT_EQ(count(graph, "aten::batch_norm"), 0);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::batch_norm"), 0);
   // Four views to [4, 1, 1] for the 4-d input; the 2-d one broadcasts as it is.
-  EXPECT_EQ(count(graph, "aten::view"), 4);
-  EXPECT_EQ(count(graph, "aten::rsqrt"), 2);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::view"), 4);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::rsqrt"), 2);
   EXPECT_NO_THROW(ir::verify(graph));
   // Three draws of every input, statistics and affine parameters included: they are read, not
   // remembered. 1e-5: (x - mean) * (invstd * weight) + bias rounds differently from ATen's order.
@@ -146,7 +141,7 @@ TEST(BatchNormDecomposition, LeavesCpuTrainingAndMixedDtypeBatchNormsAlone) {
   PassReport report;
   BatchNormDecomposition().run(cpu_graph, report);
   EXPECT_EQ(report.counters["decomposed"], 0) << "on the CPU one batch_norm beats five ops";
-  EXPECT_EQ(count(cpu_graph, "aten::batch_norm"), 2);
+  EXPECT_EQ(testing::count_nodes(cpu_graph, "aten::batch_norm"), 2);
 
   GraphBuilder b;
   int x = b.input({2, 4, 3, 3});
@@ -162,8 +157,8 @@ TEST(BatchNormDecomposition, LeavesCpuTrainingAndMixedDtypeBatchNormsAlone) {
   }
   BatchNormDecomposition().run(g, report);
   EXPECT_EQ(report.counters["decomposed"], 0);
-  EXPECT_EQ(count(g, "aten::batch_norm"), 2);
-  EXPECT_EQ(count(g, "aten::view"), 0) << "a refused rewrite leaves nothing behind";
+  EXPECT_EQ(testing::count_nodes(g, "aten::batch_norm"), 2);
+  EXPECT_EQ(testing::count_nodes(g, "aten::view"), 0) << "a refused rewrite leaves nothing behind";
   EXPECT_NO_THROW(ir::verify(g));
 }
 

@@ -48,17 +48,12 @@ ir::Graph two_convolutions(bool batch_norm_eval = false) {
   return g;
 }
 
-int count(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes) n += node.op == op;
-  return n;
-}
 
 TEST(ChannelsLast, ConvolutionsReadChannelsLastCopiesMadeOnce) {
   auto g = two_convolutions();
   ASSERT_TRUE(autodiff::convolutions_channels_last(g));
   // One copy of x (read by both) and one of each weight.
-  EXPECT_EQ(count(g, "aten::contiguous"), 3);
+  EXPECT_EQ(testing::count_nodes(g, "aten::contiguous"), 3);
   for (const auto& node : g.nodes) {
     if (node.op == "aten::contiguous") {
       EXPECT_EQ(std::get<std::int64_t>(node.arg("memory_format")->value),
@@ -90,11 +85,11 @@ TEST(ChannelsLast, DeclinesOnTheCpuForFourDimensionalOutputsAndEvalBatchNorm) {
     if (v) v->type.device = c10::Device(c10::kCPU);
   }
   EXPECT_FALSE(autodiff::convolutions_channels_last(on_cpu));
-  EXPECT_EQ(count(on_cpu, "aten::contiguous"), 0);
+  EXPECT_EQ(testing::count_nodes(on_cpu, "aten::contiguous"), 0);
 
   auto eval = two_convolutions(/*batch_norm_eval=*/true);
   EXPECT_FALSE(autodiff::convolutions_channels_last(eval));
-  EXPECT_EQ(count(eval, "aten::contiguous"), 0);
+  EXPECT_EQ(testing::count_nodes(eval, "aten::contiguous"), 0);
 
   auto four_d = two_convolutions();
   // The sum before the reduction as the output: four dimensions, laid out as eager lays it out.

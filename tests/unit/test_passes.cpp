@@ -41,11 +41,6 @@ void expect_equal_results(const ir::Graph& before, const ir::Graph& after, const
   }
 }
 
-std::int64_t count_op(const ir::Graph& g, const std::string& op) {
-  std::int64_t n = 0;
-  for (const auto& node : g.nodes) n += node.op == op;
-  return n;
-}
 
 TEST(Identities, DropoutsThatDrawNothingBecomeTheirInput) {
   GraphBuilder b;
@@ -86,8 +81,8 @@ TEST(Dce, RemovesUnusedPureNodesOnly) {
   PassReport report;
   DeadCodeElimination().run(g, report);
   EXPECT_EQ(report.counters["removed"], 1);
-  EXPECT_EQ(count_op(g, "aten::exp"), 0);
-  EXPECT_EQ(count_op(g, "aten::dropout"), 1);
+  EXPECT_EQ(testing::count_nodes(g, "aten::exp"), 0);
+  EXPECT_EQ(testing::count_nodes(g, "aten::dropout"), 1);
 }
 
 TEST(Dce, KeepsInPlaceWritesToInputs) {
@@ -99,7 +94,7 @@ TEST(Dce, KeepsInPlaceWritesToInputs) {
   auto g = b.finish({z});
   PassReport report;
   DeadCodeElimination().run(g, report);
-  EXPECT_EQ(count_op(g, "aten::add_"), 1);
+  EXPECT_EQ(testing::count_nodes(g, "aten::add_"), 1);
 }
 
 TEST(Effects, WritesIntoTheForwardsOwnTensorsAreNotVisible) {
@@ -140,8 +135,8 @@ TEST(Cse, MergesIdenticalPureNodesTransitively) {
   PassReport report;
   CommonSubexpressionElimination().run(g, report);
   EXPECT_EQ(report.counters["merged"], 2);
-  EXPECT_EQ(count_op(g, "aten::sigmoid"), 1);
-  EXPECT_EQ(count_op(g, "aten::mul"), 1);
+  EXPECT_EQ(testing::count_nodes(g, "aten::sigmoid"), 1);
+  EXPECT_EQ(testing::count_nodes(g, "aten::mul"), 1);
   expect_equal_results(before, g, b.example_inputs());
 }
 
@@ -168,7 +163,7 @@ TEST(Cse, DoesNotMergeReadsAcrossAMutation) {
   PassReport report;
   CommonSubexpressionElimination().run(g, report);
   EXPECT_EQ(report.counters["merged"], 0);
-  EXPECT_EQ(count_op(g, "aten::neg"), 2);
+  EXPECT_EQ(testing::count_nodes(g, "aten::neg"), 2);
 }
 
 TEST(ConstantFolding, FoldsConstantSubgraphsButNotParameters) {
@@ -185,7 +180,7 @@ TEST(ConstantFolding, FoldsConstantSubgraphsButNotParameters) {
   PassReport report;
   ConstantFolding().run(g, report);
   EXPECT_EQ(report.counters["folded"], 2);
-  EXPECT_EQ(count_op(g, "aten::exp"), 0);
+  EXPECT_EQ(testing::count_nodes(g, "aten::exp"), 0);
   EXPECT_EQ(g.nodes.size(), 2u);
   auto inputs = b.example_inputs();
   expect_equal_results(before, g, inputs);
