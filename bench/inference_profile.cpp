@@ -1,11 +1,12 @@
-// Where a batch-1 inference call's device time goes: the zoo's BERT-base (128 tokens) and
-// ResNet-50 (224x224) called eagerly and through Zenith (its plan replayed as a CUDA graph), each
-// profiled over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against wall
-// time, and the kernels that take longest. Random weights.
-//   bench_inference_profile [float32|float16]   (default both; float16 ResNet-50 is channels-last)
-// Prints Markdown. Needs a CUDA device.
+// Where an inference call's device time goes: the zoo's BERT-base (128 tokens) and ResNet-50
+// (224x224) called eagerly and through Zenith (its plan replayed as a CUDA graph), each profiled
+// over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against wall time,
+// and the kernels that take longest. Random weights.
+//   bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet]
+// Defaults: both dtypes, batch 1, both models; float16 ResNet-50 is channels-last. Prints
+// Markdown. Needs a CUDA device.
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -38,7 +39,7 @@ void to_channels_last(torch::nn::Module& module) {
   }
 }
 
-void bert(c10::ScalarType dtype) {
+void bert(c10::ScalarType dtype, std::int64_t batch) {
   using zenith::models::Bert;
   torch::manual_seed(1);
   const auto config = zenith::models::BertConfig::base();
@@ -46,15 +47,15 @@ void bert(c10::ScalarType dtype) {
   model->eval();
   model->to(torch::kCUDA, dtype);
   const auto tokens = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA);
-  auto ids = torch::randint(config.vocab_size, {1, 128}, tokens);
-  auto mask = torch::ones({1, 128}, tokens);
-  const std::string name = std::string("BERT-base b1 ") + c10::toString(dtype);
+  auto ids = torch::randint(config.vocab_size, {batch, 128}, tokens);
+  auto mask = torch::ones({batch, 128}, tokens);
+  const std::string name = "BERT-base b" + std::to_string(batch) + " " + c10::toString(dtype);
   profile(name + ", eager", [&] { return model->forward(ids, mask); });
   auto fast = zenith::compile(model);
   profile(name + ", Zenith", [&] { return fast(ids, mask); });
 }
 
-void resnet(c10::ScalarType dtype) {
+void resnet(c10::ScalarType dtype, std::int64_t batch) {
   using zenith::models::Cnn;
   torch::manual_seed(2);
   const auto config = zenith::models::CnnConfig::resnet50();
@@ -63,10 +64,11 @@ void resnet(c10::ScalarType dtype) {
   model->to(torch::kCUDA, dtype);
   const bool channels_last = dtype == at::kHalf;
   if (channels_last) to_channels_last(*model);
-  auto images = torch::randn({1, config.in_channels, 224, 224}, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
+  auto images =
+      torch::randn({batch, config.in_channels, 224, 224}, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
   if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
-  const std::string name =
-      std::string("ResNet-50 b1 ") + c10::toString(dtype) + (channels_last ? " channels-last" : "");
+  const std::string name = "ResNet-50 b" + std::to_string(batch) + " " + c10::toString(dtype) +
+                           (channels_last ? " channels-last" : "");
   profile(name + ", eager", [&] { return model->forward(images); });
   auto fast = zenith::compile(model);
   profile(name + ", Zenith", [&] { return fast(images); });
@@ -74,24 +76,36 @@ void resnet(c10::ScalarType dtype) {
 
 }  // namespace
 
+int usage() {
+  std::fprintf(stderr, "usage: bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet]\n");
+  return 2;
+}
+
 int main(int argc, char** argv) {
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "bench_inference_profile: no CUDA device\n");
     return 1;
   }
   std::vector<c10::ScalarType> dtypes = {at::kFloat, at::kHalf};
-  if (argc > 1) {
-    if (std::strcmp(argv[1], "float32") == 0) dtypes = {at::kFloat};
-    else if (std::strcmp(argv[1], "float16") == 0) dtypes = {at::kHalf};
-    else {
-      std::fprintf(stderr, "usage: bench_inference_profile [float32|float16]\n");
-      return 2;
+  std::int64_t batch = 1;
+  std::string model;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--dtype" && (value == "float32" || value == "float16")) {
+      dtypes = {value == "float32" ? at::kFloat : at::kHalf};
+    } else if (flag == "--batch" && std::atoll(value.c_str()) > 0) {
+      batch = std::atoll(value.c_str());
+    } else if (flag == "--model" && (value == "bert" || value == "resnet")) {
+      model = value;
+    } else {
+      return usage();
     }
   }
+  if (argc % 2 == 0) return usage();
   try {
     for (auto dtype : dtypes) {
-      bert(dtype);
-      resnet(dtype);
+      if (model != "resnet") bert(dtype, batch);
+      if (model != "bert") resnet(dtype, batch);
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_inference_profile: %s\n", error.what());

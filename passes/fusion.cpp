@@ -170,13 +170,13 @@ class Grouping {
 
 }  // namespace
 
+namespace {
+
 // A group computed from values no other group produces (parameters, their views), whose results
 // only one elementwise group reads, joins that group, which then computes them per element: a
 // per-channel scale rsqrt(var + eps) * weight costs a few instructions there, and a launch and a
 // stored tensor on its own. (Groups grow from producer to consumer, so such a chain, which reads
 // nothing the consumer's chain produced, starts a group of its own.)
-namespace {
-
 void absorb_parameter_groups(const ir::Graph& graph, Grouping& grouping, const std::map<int, RowSpace>& row_space,
                              const std::map<int, MatmulGroup>& matmul_groups,
                              const std::vector<std::vector<int>>& consumers, std::size_t max_nodes) {

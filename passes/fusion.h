@@ -2,8 +2,9 @@
 // normalizations among them (sum, mean, amax, amin, var, std, softmax, log_softmax, layer_norm over
 // trailing dimensions; core/row_reduction.h), that a backend may run as one kernel. A group's
 // reductions all read the same rows, and its other nodes give a value per element or per row of
-// them. It only proposes: partitioning offers each group whole to the backends and splits a
-// group nobody claims back into single nodes.
+// them. A group computed from parameters alone (a batch norm's per-channel scale) joins the one
+// elementwise group that reads it, which computes it per element. It only proposes: partitioning
+// offers each group whole to the backends and splits a group nobody claims back into single nodes.
 #pragma once
 
 #include <cstddef>
