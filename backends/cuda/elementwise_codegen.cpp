@@ -284,25 +284,26 @@ class Generator {
         "    for (Index j = first; j < vectors; j += step) {{\n",
         kernel_.vector_width, flags, flags);
     // A vector lies within one coordinate of a non-innermost axis, and starts at a multiple of V
-    // along an innermost one (flags bit 1).
+    // along an innermost one, where the operand is contiguous (flags bit 1): one 16-byte load.
     for (int d : axes()) code += fmt::format("      const Index c{} = {};\n", d, axis_coordinate(d, "j * V"));
     for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
       const auto& op = operands_[k];
       if (op.cls == OperandClass::Axis && !innermost(op.axis)) {
         code += fmt::format("      const float a{0} = zn_load(p{0} + c{1} * (Index)p.strides{0}[{1}]);\n", k, op.axis);
       }
-      if (op.cls != OperandClass::Contiguous) continue;
-      code += fmt::format("      const uint4 r{0} = *reinterpret_cast<const uint4*>(p{0} + j * V);\n"
+      const bool vector_load = op.cls == OperandClass::Contiguous || (op.cls == OperandClass::Axis && innermost(op.axis));
+      if (!vector_load) continue;
+      const std::string first = op.cls == OperandClass::Contiguous ? "j * V" : fmt::format("c{}", op.axis);
+      code += fmt::format("      const uint4 r{0} = *reinterpret_cast<const uint4*>(p{0} + {2});\n"
                           "      const {1}* e{0} = reinterpret_cast<const {1}*>(&r{0});\n",
-                          k, type);
+                          k, type, first);
     }
     for (std::size_t o = 0; o < group_.outputs.size(); ++o) code += fmt::format("      uint4 w{0}; {1}* f{0} = reinterpret_cast<{1}*>(&w{0});\n", o, type);
     code += "#pragma unroll\n      for (int v = 0; v < V; ++v) {\n";
     for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
       const auto& op = operands_[k];
-      if (op.cls == OperandClass::Contiguous) code += fmt::format("        const float a{0} = zn_cvt(e{0}[v]);\n", k);
-      if (op.cls == OperandClass::Axis && innermost(op.axis)) {
-        code += fmt::format("        const float a{0} = zn_load(p{0} + (c{1} + v) * (Index)p.strides{0}[{1}]);\n", k, op.axis);
+      if (op.cls == OperandClass::Contiguous || (op.cls == OperandClass::Axis && innermost(op.axis))) {
+        code += fmt::format("        const float a{0} = zn_cvt(e{0}[v]);\n", k);
       }
     }
     for (const auto& statement : statements_) code += "        " + statement + "\n";
@@ -393,15 +394,19 @@ std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const 
   }
   // Bit 1: each vector of V elements stays within one coordinate of every non-innermost axis (the
   // elements per step along it are a multiple of V), and starts at a multiple of V along an
-  // innermost one (its size is a multiple of V), so the vector path reads axis operands correctly.
+  // innermost one (its size is a multiple of V) where the operand is contiguous (stride 1), so the
+  // vector path reads axis operands correctly: once, or as one 16-byte load.
   bool axes_fit = true;
   const auto rank = shape.size();
-  for (int axis : kernel.axes) {
+  for (std::size_t k = 0; k < kernel.axes.size(); ++k) {
+    const int axis = kernel.axes[k];
     if (axis < 0) continue;
+    const auto a = static_cast<std::size_t>(axis);
     std::int64_t inner = 1;
-    for (std::size_t j = static_cast<std::size_t>(axis) + 1; j < rank; ++j) inner *= words[2 + j];
-    const std::int64_t along = static_cast<std::size_t>(axis) + 1 == rank ? words[2 + static_cast<std::size_t>(axis)] : inner;
-    axes_fit = axes_fit && along % kernel.vector_width == 0;
+    for (std::size_t j = a + 1; j < rank; ++j) inner *= words[2 + j];
+    const bool last = a + 1 == rank;
+    const std::int64_t stride = words[2 + rank + k * (1 + rank) + 1 + a];
+    axes_fit = axes_fit && (last ? words[2 + a] : inner) % kernel.vector_width == 0 && (!last || stride == 1);
   }
   words[1] = (aligned ? 1 : 0) | (axes_fit ? 2 : 0);
   return words;

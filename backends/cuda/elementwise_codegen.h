@@ -19,7 +19,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kElementwiseCodegenVersion = 2;
+constexpr int kElementwiseCodegenVersion = 3;
 
 /// How one operand is laid out against the iteration space; decides its indexing code.
 enum class OperandClass {
@@ -42,7 +42,8 @@ struct ElementwiseKernel {
   /// Has the 16-byte vector path: one dtype, outputs contiguous, inputs contiguous, scalar or
   /// along one axis. With axis inputs it runs only when the launch's sizes keep each vector inside
   /// one coordinate of a non-innermost axis, or aligned to the vector width along an innermost one
-  /// (pack_arguments sets flags bit 1; takes_vector_path).
+  /// that is contiguous, read as one 16-byte load (pack_arguments sets flags bit 1;
+  /// takes_vector_path).
   bool vectorized = false;
   int vector_width = 1;     ///< elements per 16 bytes on that path
   /// Value ids of the parameters, in order: the group's inputs, then its outputs.

@@ -253,9 +253,10 @@ TEST(ElementwiseCodegen, ChannelsLastIteratesInMemoryOrder) {
 // elements of it (an innermost one): only sizes that keep vectors aligned to the axis take it.
 TEST(ElementwiseCodegen, AxisOperandsTakeTheVectorPathOnlyWhereTheSizesAllowIt) {
   using codegen_test::view;
-  auto flags = [](const ElementwiseKernel& kernel, std::vector<std::int64_t> sizes, at::MemoryFormat format) {
+  auto flags = [](const ElementwiseKernel& kernel, std::vector<std::int64_t> sizes, at::MemoryFormat format,
+                  std::int64_t scale_stride = 1) {
     auto x = at::empty(sizes, at::kHalf).contiguous(format);
-    auto scale = at::empty({sizes[1], 1, 1}, at::kHalf);
+    auto scale = at::empty({sizes[1] * scale_stride, 1, 1}, at::kHalf).slice(0, 0, c10::nullopt, scale_stride);
     auto out = at::empty_like(x);
     DLTensor vx = view(x), vs = view(scale), vo = view(out);
     return takes_vector_path(kernel, pack_arguments(kernel, {&vx, &vs, &vo})[1]);
@@ -275,6 +276,8 @@ TEST(ElementwiseCodegen, AxisOperandsTakeTheVectorPathOnlyWhereTheSizesAllowIt) 
   auto last = generate_or_fail(channels_last_group());
   EXPECT_TRUE(flags(last, {2, 16, 3, 3}, at::MemoryFormat::ChannelsLast));
   EXPECT_FALSE(flags(last, {2, 12, 3, 3}, at::MemoryFormat::ChannelsLast)) << "12 channels: vectors wrap around";
+  EXPECT_FALSE(flags(last, {2, 16, 3, 3}, at::MemoryFormat::ChannelsLast, 2)) << "every other channel: no 16-byte load";
+  EXPECT_TRUE(flags(rows, {2, 8, 4, 4}, at::MemoryFormat::Contiguous, 2)) << "read once per vector, any stride";
   expect_compiles(rows);
 }
 
