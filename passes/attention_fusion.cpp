@@ -3,12 +3,9 @@
 #include <algorithm>
 #include <optional>
 #include <set>
-#include <unordered_map>
 
-#include <ATen/ATen.h>
-
-#include "core/aten_call.h"
 #include "core/tensor_type.h"
+#include "passes/meta_values.h"
 
 namespace zenith::passes {
 namespace {
@@ -196,21 +193,14 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
   type.strides = fused_layout(type.sizes);
   // What reads the result is typed again, on meta tensors, as ATen will lay it out.
   std::set<int> changed = {out};
-  std::unordered_map<int, at::Tensor> meta;
-  auto meta_of = [&](int id) -> const at::Tensor& {
-    auto it = meta.find(id);
-    if (it != meta.end()) return it->second;
-    const auto& t = result.value(id).type;
-    return meta.emplace(id, at::empty_strided(t.sizes, t.strides, at::TensorOptions().dtype(t.dtype).device(c10::kMeta)))
-        .first->second;
-  };
+  MetaValues meta(result);
   for (std::size_t n = m.context + 1; n < result.nodes.size(); ++n) {
     auto& node = result.nodes[n];
     const auto inputs = node.input_ids();
     if (std::none_of(inputs.begin(), inputs.end(), [&](int id) { return changed.count(id) > 0; })) continue;
     std::vector<at::Tensor> outputs;
     try {
-      outputs = ir::AtenCall(node).run(meta_of);
+      outputs = meta.run(node);
     } catch (const std::exception&) {
       return std::nullopt;
     }
@@ -222,7 +212,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
         old.strides = fresh.strides;
         changed.insert(node.outputs[o]);
       }
-      meta.erase(node.outputs[o]);
+      meta.set(node.outputs[o], outputs[o]);
     }
   }
   for (int id : result.outputs) {

@@ -1,12 +1,9 @@
 #include "passes/batch_norm_decomposition.h"
 
 #include <optional>
-#include <unordered_map>
 
-#include <ATen/ATen.h>
-
-#include "core/aten_call.h"
 #include "core/tensor_type.h"
+#include "passes/meta_values.h"
 
 namespace zenith::passes {
 namespace {
@@ -30,7 +27,7 @@ bool is_inference_batch_norm(const ir::Node& node) {
 // time.
 class Decomposition {
  public:
-  Decomposition(ir::Graph& graph, const ir::Node& norm) : graph_(graph), norm_(norm) {}
+  Decomposition(ir::Graph& graph, const ir::Node& norm) : graph_(graph), norm_(norm), meta_(graph) {}
 
   // The nodes computing the same value into the batch norm's own output, or nullopt when the
   // arithmetic would not give exactly its type (mixed dtypes promote, for one).
@@ -88,7 +85,7 @@ class Decomposition {
     node.overload = overload;
     node.args = std::move(args);
     node.outputs = {-1};  // AtenCall checks the count of results; the id comes below
-    auto result = ir::AtenCall(node).run([&](int id) -> const at::Tensor& { return meta(id); }).at(0);
+    auto result = meta_.run(node).at(0);
     auto type = type_of(result);
     type.device = graph_.value(tensor_arg(norm_, "input")->id).type.device;
     if (output >= 0) {
@@ -98,23 +95,15 @@ class Decomposition {
       output = graph_.add_value(type, ir::ValueRole::Intermediate);
     }
     node.outputs = {output};
-    meta_[output] = result;
+    meta_.set(output, result);
     nodes_.push_back(std::move(node));
     return output;
-  }
-
-  const at::Tensor& meta(int id) {
-    auto it = meta_.find(id);
-    if (it != meta_.end()) return it->second;
-    const auto& type = graph_.value(id).type;
-    auto tensor = at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(c10::kMeta));
-    return meta_.emplace(id, std::move(tensor)).first->second;
   }
 
   ir::Graph& graph_;
   const ir::Node& norm_;
   std::vector<ir::Node> nodes_;
-  std::unordered_map<int, at::Tensor> meta_;
+  MetaValues meta_;
 };
 
 }  // namespace

@@ -10,11 +10,13 @@
 #include <torch/torch.h>
 
 #include "common_relative_error.h"
+#include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
 namespace zenith {
 namespace {
 
+using testing::no_fallback;
 using testing::relative_error;
 
 const torch::Device kDevice(torch::kCUDA);
@@ -31,13 +33,6 @@ std::int64_t pass_counter(const CompileReport& report, const std::string& pass, 
     if (entry.name == pass && entry.counters.count(counter)) return entry.counters.at(counter);
   }
   return -1;
-}
-
-CompileOptions strict(const std::string& name) {
-  CompileOptions options;
-  options.name = name;
-  options.fallback_to_eager = false;
-  return options;
 }
 
 // A residual block's tail: relu(bn2(conv(relu(bn1(x)))) + x).
@@ -75,7 +70,7 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     randomize_statistics(block->bn2);
     block->to(kDevice, dtype);
     block->eval();
-    auto fast = compile(block, strict("block"));
+    auto fast = compile(block, no_fallback("block"));
     auto layout = dtype == at::kHalf ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
     auto check = [&](const std::string& when) {
       for (int call = 0; call < kCalls; ++call) {
@@ -134,7 +129,7 @@ TEST(InferenceRewritesCuda, HandWrittenAttentionRunsFusedAndMatchesEager) {
     SelfAttention attention;
     attention->to(kDevice, dtype);
     attention->eval();
-    auto fast = compile(attention, strict("attention"));
+    auto fast = compile(attention, no_fallback("attention"));
     const auto options = torch::TensorOptions().device(kDevice).dtype(dtype);
     auto check = [&](const std::string& when) {
       for (int call = 0; call < kCalls; ++call) {
