@@ -179,7 +179,12 @@ std::string refusal(const ir::Node& node) {
 
 }  // namespace
 
-std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at::Tensor> inputs) {
+namespace {
+
+// Runs `forward` through `interpret` leaving no trace: the inputs it writes are cloned, the random
+// generators of the devices involved restored afterwards.
+template <typename Interpret>
+auto run_without_trace(const ir::Graph& forward, std::vector<at::Tensor> inputs, Interpret interpret) {
   auto effects = passes::analyse_effects(forward);
   std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -190,7 +195,17 @@ std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at:
   }
   RandomStateGuard generators(devices);
   at::NoGradGuard no_grad;
-  return ir::interpret_values(forward, inputs);
+  return interpret(forward, inputs);
+}
+
+}  // namespace
+
+std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at::Tensor> inputs) {
+  return run_without_trace(forward, std::move(inputs), ir::interpret_values);
+}
+
+std::vector<std::vector<std::int64_t>> forward_strides(const ir::Graph& forward, std::vector<at::Tensor> inputs) {
+  return run_without_trace(forward, std::move(inputs), ir::interpret_strides);
 }
 
 BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at::Tensor>& values,

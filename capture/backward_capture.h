@@ -29,6 +29,10 @@ struct BackwardCapture {
 /// and the random number generators of the devices involved are restored afterwards.
 std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at::Tensor> inputs);
 
+/// Runs `forward` the same way, holding no more at once than eager does, and returns every value's
+/// strides by id (ir::interpret_strides): the layouts a rewrite that changed some left to ATen.
+std::vector<std::vector<std::int64_t>> forward_strides(const ir::Graph& forward, std::vector<at::Tensor> inputs);
+
 /// Differentiates `forward`. `values` holds every forward value's tensor (by id) from one run;
 /// `input_requires_grad` says, per forward input, whether the call's tensor requires a gradient.
 /// The backward's inputs are the forward values its rules read and the gradients of the forward

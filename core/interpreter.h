@@ -18,4 +18,9 @@ std::vector<at::Tensor> interpret(const Graph& graph, const std::vector<at::Tens
 /// The same, returning every value's tensor by value id (undefined for unused ids).
 std::vector<at::Tensor> interpret_values(const Graph& graph, const std::vector<at::Tensor>& inputs);
 
+/// The same, returning every value's strides by value id (empty for unused ids): the layout ATen
+/// gives each value. Each tensor is dropped after its last reader, so the run holds about as much
+/// memory at once as eager does.
+std::vector<std::vector<std::int64_t>> interpret_strides(const Graph& graph, const std::vector<at::Tensor>& inputs);
+
 }  // namespace zenith::ir

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "passes/lowering.h"
 #include "passes/pass_manager.h"
+#include "runtime/call_tensors.h"
 #include "runtime/dynamic_dims.h"
 #include "runtime/value_checks.h"
 #include "core/elapsed.h"
@@ -78,6 +79,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     return Compiled{entry, capture.result};
   };
   if (!capture.unsupported.empty()) return fall_back(capture.unsupported);
+  if (!needs_gradients(args, state)) relayout_for_inference(capture.graph, call_tensors(args, state));
 
   // Probes are captured before the passes: they decide which nodes constant folding must leave.
   std::vector<capture::Capture> probes;
@@ -196,6 +198,10 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   }
   log::info("{}", report.to_string());
   last_signature_ = signature;
+  // A symbolic plan's base entry shares its derived values with the instances to come.
+  if (!entry->training && !symbolic_plans_.empty() && symbolic_plans_.front().base() == plan) {
+    entry->derived = shared_derived_values(symbolic_plans_.front(), state.size());
+  }
   entry->plan = std::move(plan);
   if (!entry->training) attach_inference_graph(*entry, state.size());
   return Compiled{entry, capture.result};

@@ -158,8 +158,8 @@ c10::IValue Engine::run_plan(const Entry& entry, const Signature& signature, con
     if (!profile && entry.graph) {
       result = nest_outputs(entry.plan->graph.output_structure, entry.graph->run(call_tensors(args, state)));
     } else if (!profile) {
-      result = execute(*entry.plan, call_tensors(args, state));
-    } else {  // profiled runs time each step: launch by launch
+      result = execute(*entry.plan, call_tensors(args, state), nullptr, entry.derived.get());
+    } else {  // profiled runs time each step, derived ones included: launch by launch
       StepTimer timer(profile->origin());
       result = execute(*entry.plan, call_tensors(args, state), &timer);
       record_profile_run(*profile, *entry.plan, signature, timer);
@@ -262,6 +262,7 @@ CacheStats Engine::stats() const {
   stats.graph_replays = graph_counters_->replays;
   stats.graph_plain_runs = graph_counters_->plain_runs;
   stats.graph_failures = graph_counters_->failures;
+  stats.derived_computations = derived_counters_->computations;
   stats.size = cache_.size();
   stats.capacity = cache_.capacity();
   return stats;

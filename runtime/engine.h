@@ -18,6 +18,7 @@
 #include "capture/tracer_capture.h"
 #include "core/backend.h"
 #include "core/plan.h"
+#include "runtime/derived_values.h"
 #include "runtime/plan_cache.h"
 #include "runtime/plan_graph.h"
 #include "runtime/replay_profile.h"
@@ -52,6 +53,9 @@ class Engine {
     /// Inference plans on a CUDA device (CompileOptions::cuda_graphs): the plan replayed as one
     /// CUDA graph from its second call, or null (it runs launch by launch).
     std::shared_ptr<PlanGraph> graph;
+    /// Inference plans (CompileOptions::keep_derived_values): what the plan computes from
+    /// parameters alone, kept between calls; or null.
+    std::shared_ptr<const DerivedValues> derived;
   };
   static constexpr int kValueCheckFailuresToGiveUp = 3;
   struct Compiled {
@@ -75,6 +79,10 @@ class Engine {
   /// a symbolic plan over them (or reports why not in the report's static_reason).
   Compiled compile_signature(const std::vector<c10::IValue>& args, const State& state, const Signature& signature,
                              std::vector<DynamicDim> dims);
+  /// An inference capture on CUDA with convolutions: runs them channels-last (CompileOptions::
+  /// channels_last) when every result keeps eager's layout, typing the graph from one run of it on
+  /// `inputs` (the call's tensors, then parameters and buffers). Logs at info why not when it tried.
+  void relayout_for_inference(ir::Graph& graph, const std::vector<at::Tensor>& inputs) const;
   /// Passes and lowering of one capture; throws zenith::Error. Logs each phase's time, naming
   /// `part` ("backward", "probe 2") when the graph is not the call's forward.
   std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report, const std::string& part = "") const;
@@ -92,9 +100,10 @@ class Engine {
   /// first `arguments` inputs are the call's tensors; the backward's first `saved` inputs are the
   /// values the forward saved.
   void attach_graphs(TrainingPlan& training, std::size_t arguments, std::size_t saved) const;
-  /// Gives an inference entry its CUDA graph where its plan can be replayed as one (logs why not at
-  /// info when the plan runs on CUDA and `say_why`). The plan's last `state` inputs are parameters
-  /// and buffers.
+  /// Gives an inference entry its derived values (CompileOptions::keep_derived_values; unless it
+  /// has them already, shared with other sizes) and its
+  /// CUDA graph where its plan can be replayed as one (logs why not at info when the plan runs on
+  /// CUDA and `say_why`). The plan's last `state` inputs are parameters and buffers.
   void attach_inference_graph(Entry& entry, std::size_t state, bool say_why = true) const;
   /// Captures the forward at the probe sizes of `design` and marks the size-dependent nodes of all
   /// captures, `base` included. Returns why the dims cannot be symbolic, or empty.
@@ -111,6 +120,9 @@ class Engine {
   /// second call, so only for sizes that recur), or null; `refusal` learns why not. The plans' last
   /// `state` inputs are parameters and buffers.
   std::shared_ptr<const Entry> instantiate_symbolic(const Signature& signature, std::size_t state, std::string& refusal);
+  /// The derived values `symbolic`'s base plan and instances share (made at the first ask), or null
+  /// (keep_derived_values off, or none). One copy per symbolic plan, not per size.
+  std::shared_ptr<const DerivedValues> shared_derived_values(capture::SymbolicPlan& symbolic, std::size_t state);
   /// Whether `capture` read values computed from sizes that may have chosen which ops ran (a forward
   /// with control flow of its own): its plan then holds for these exact sizes only.
   bool reads_pin_sizes(const capture::Capture& capture) const {
@@ -149,6 +161,7 @@ class Engine {
   PlanCache<Entry> cache_;
   CacheStats stats_;
   std::shared_ptr<PlanGraphCounters> graph_counters_ = std::make_shared<PlanGraphCounters>();
+  std::shared_ptr<DerivedValueCounters> derived_counters_ = std::make_shared<DerivedValueCounters>();
   CompileReport last_report_;
   std::optional<Signature> last_signature_;
   std::list<capture::SymbolicPlan> symbolic_plans_;  // most recently used first

@@ -11,6 +11,7 @@
 
 #include "core/aten_call.h"
 #include "core/dlpack_view.h"
+#include "runtime/derived_values.h"
 #include "zenith/error.h"
 
 namespace zenith {
@@ -138,11 +139,17 @@ c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector
   return {};
 }
 
-c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer) {
-  return nest_outputs(plan.graph.output_structure, execute_flat(plan, std::move(inputs), timer));
+void run_step(const Step& step, std::vector<at::Tensor>& values) {
+  if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values);
+  else run_host_step(step, values);
 }
 
-std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer) {
+c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer, const DerivedValues* derived) {
+  return nest_outputs(plan.graph.output_structure, execute_flat(plan, std::move(inputs), timer, derived));
+}
+
+std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer,
+                                     const DerivedValues* derived) {
   const auto& graph = plan.graph;
   // The graph holds the casts autocast made when it was traced; autocast must not cast again.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
@@ -150,6 +157,7 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> i
     throw Error::mismatch("plan inputs", std::to_string(graph.inputs.size()), std::to_string(inputs.size()));
   }
   std::vector<at::Tensor> values(graph.values.size());
+  if (derived != nullptr) derived->bind(inputs, values);
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = std::move(inputs[i]);
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
   auto check = plan.value_checks.begin();
@@ -161,9 +169,9 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> i
   check_through(-1);
   for (std::size_t index = 0; index < plan.steps.size(); ++index) {
     const auto& step = plan.steps[index];
+    if (derived != nullptr && derived->derived(index)) continue;
     if (timer != nullptr) timer->before(index, step);
-    if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values);
-    else run_host_step(step, values);
+    run_step(step, values);
     if (timer != nullptr) timer->after(step);
     check_through(static_cast<int>(index));
     for (int id : step.release_after) values[id].reset();

@@ -12,6 +12,8 @@
 
 namespace zenith {
 
+class DerivedValues;
+
 /// Thrown by execute() and execute_flat() when one of the plan's value checks fails: the call's
 /// data differs from what the forward read at capture, and the plan does not hold for it. Nothing a
 /// caller sees has been written (Plan::value_checks).
@@ -28,11 +30,19 @@ class ValueCheckFailed : public std::runtime_error {
 /// then parameters and buffers); taken by value so that a caller's temporary list is moved into the
 /// plan's values rather than copied (a reference count each, hundreds per call). Returns the
 /// outputs nested as the graph's output structure. Throws zenith::Error when a backend fails. With
-/// a `timer`, each step is timed (a replay profile).
-c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr);
+/// a `timer`, each step is timed (a replay profile). With `derived` (the plan's DerivedValues), its
+/// derived steps do not run: their kept results are read (computed again first when a parameter
+/// changed).
+c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr,
+                    const DerivedValues* derived = nullptr);
 
 /// Runs `plan` and returns its graph outputs flat, in order.
-std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr);
+std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr,
+                                     const DerivedValues* derived = nullptr);
+
+/// Runs one step of a plan on `values` (by graph value id): reads its inputs there and puts its
+/// outputs there.
+void run_step(const Step& step, std::vector<at::Tensor>& values);
 
 /// An output a kernel handed back in its own memory, checked against the IR's type and laid out
 /// as the IR says (copied when its strides differ). Throws zenith::Error naming `backend` when its

@@ -36,7 +36,11 @@ std::string argument_memory_refusal(const ir::Graph& graph, std::size_t argument
 }  // namespace
 
 void Engine::attach_inference_graph(Entry& entry, std::size_t state, bool say_why) const {
-  if (!options_.cuda_graphs || !entry.plan) return;
+  if (!entry.plan) return;
+  if (options_.keep_derived_values && !entry.derived) {
+    entry.derived = DerivedValues::of(entry.plan, state, derived_counters_);
+  }
+  if (!options_.cuda_graphs) return;
   const auto& plan = *entry.plan;
   if (std::none_of(plan.steps.begin(), plan.steps.end(), [](const Step& step) { return step.device.is_cuda(); })) return;
   auto refuse = [&](const std::string& why) {
@@ -64,7 +68,7 @@ void Engine::attach_inference_graph(Entry& entry, std::size_t state, bool say_wh
   std::fill(by_address.begin() + static_cast<std::ptrdiff_t>(arguments), by_address.end(), true);
   std::string why;
   entry.graph = make_plan_graph(entry.plan, std::move(by_address), plan.graph.outputs.size(),
-                                "the plan of " + options_.name, graph_counters_, why);
+                                "the plan of " + options_.name, graph_counters_, why, entry.derived);
   if (!entry.graph) refuse(why);
 }
 

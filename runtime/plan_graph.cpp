@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <fmt/format.h>
 
+#include "runtime/derived_values.h"
 #include "runtime/executor.h"
 #include "core/log.h"
 
@@ -62,8 +63,10 @@ at::Tensor share_memory(const at::Tensor& source) {
 class CudaPlanGraph final : public PlanGraph {
  public:
   CudaPlanGraph(std::shared_ptr<const Plan> plan, std::vector<bool> by_address, std::size_t copied_outputs,
-                std::string what, c10::Device device, std::shared_ptr<PlanGraphCounters> counters)
+                std::string what, c10::Device device, std::shared_ptr<PlanGraphCounters> counters,
+                std::shared_ptr<const DerivedValues> derived)
       : plan_(std::move(plan)),
+        derived_(std::move(derived)),
         by_address_(std::move(by_address)),
         copied_outputs_(copied_outputs),
         what_(std::move(what)),
@@ -77,21 +80,31 @@ class CudaPlanGraph final : public PlanGraph {
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (disabled_) return execute_flat(*plan_, inputs);
+    // Before any capture or replay: computing them waits for the device, which a capture cannot.
+    if (derived_) derived_->update(inputs);
+    if (disabled_) return execute_plan(inputs);
     if (graph_) {
       if (auto why = replay_blocker(inputs); !why.empty()) return run_plain(inputs, why);
       moved_calls_ = 0;
       return replay(inputs);
     }
-    if (calls_++ == 0) return execute_flat(*plan_, inputs);
+    if (calls_++ == 0) return execute_plan(inputs);
     return capture_and_replay(inputs);
   }
 
   bool disabled() const override { return disabled_; }
 
  private:
+  std::vector<at::Tensor> execute_plan(const std::vector<at::Tensor>& inputs) {
+    return execute_flat(*plan_, inputs, nullptr, derived_.get());
+  }
+
   // Why the held graph cannot serve `inputs`, or empty.
   std::string replay_blocker(const std::vector<at::Tensor>& inputs) {
+    if (derived_ && derived_->moves() != derived_moves_) {
+      if (++moved_calls_ >= kMovedCallsBeforeRecapture) drop_graph();
+      return "a value derived from parameters moved since the graph was captured (a parameter was replaced)";
+    }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (!by_address_[i] || !inputs[i].defined()) continue;
       if (inputs[i].data_ptr() != addresses_[i]) {
@@ -114,7 +127,7 @@ class CudaPlanGraph final : public PlanGraph {
     ++counters_->plain_runs;
     if (why != reason_) log::info("zenith: {} runs launch by launch this call: {}", what_, why);
     reason_ = why;
-    return execute_flat(*plan_, inputs);
+    return execute_plan(inputs);
   }
 
   std::vector<at::Tensor> replay(const std::vector<at::Tensor>& inputs) {
@@ -138,7 +151,7 @@ class CudaPlanGraph final : public PlanGraph {
   std::vector<at::Tensor> capture_and_replay(const std::vector<at::Tensor>& inputs) {
     if (captures_ >= kMaxCaptures) {
       disable(fmt::format("captured {} times and the addresses of its inputs keep moving", captures_));
-      return execute_flat(*plan_, inputs);
+      return execute_plan(inputs);
     }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       // Strides are part of the signature: a plan called with such an input always is.
@@ -146,7 +159,7 @@ class CudaPlanGraph final : public PlanGraph {
         disable(fmt::format("input {} has elements that share memory (an expanded tensor), which cannot be copied into "
                             "a buffer of the graph's own",
                             i));
-        return execute_flat(*plan_, inputs);
+        return execute_plan(inputs);
       }
     }
     ++captures_;
@@ -185,7 +198,7 @@ class CudaPlanGraph final : public PlanGraph {
       }
       if (failure.empty()) {
         try {
-          outputs = execute_flat(*plan_, graph_inputs);
+          outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get());
           graph->capture_end();
         } catch (const std::exception& error) {
           failure = error.what();
@@ -204,9 +217,10 @@ class CudaPlanGraph final : public PlanGraph {
       buffers_.clear();
       ++counters_->failures;
       disable(fmt::format("capturing it as a CUDA graph failed: {}", first_line(failure)));
-      return execute_flat(*plan_, inputs);
+      return execute_plan(inputs);
     }
     graph_ = std::move(graph);
+    derived_moves_ = derived_ ? derived_->moves() : 0;
     outputs_ = std::move(outputs);
     checked_.assign(outputs_.size(), false);
     baseline_.assign(outputs_.size(), 0);
@@ -284,6 +298,7 @@ class CudaPlanGraph final : public PlanGraph {
   static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
   const std::shared_ptr<const Plan> plan_;
+  const std::shared_ptr<const DerivedValues> derived_;
   const std::vector<bool> by_address_;
   const std::size_t copied_outputs_;
   const std::string what_;
@@ -301,6 +316,7 @@ class CudaPlanGraph final : public PlanGraph {
   std::int64_t calls_ = 0;
   int captures_ = 0;
   int moved_calls_ = 0;
+  std::uint64_t derived_moves_ = 0;  // derived_->moves() when the graph was captured
   std::atomic<bool> disabled_{false};  // read without the lock by the backward's caller
   std::string reason_;
 };
@@ -315,7 +331,8 @@ std::string plan_graph_refusal(const Plan& plan) {
 
 std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan> plan, std::vector<bool> by_address,
                                            std::size_t copied_outputs, std::string what,
-                                           std::shared_ptr<PlanGraphCounters> counters, std::string& why) {
+                                           std::shared_ptr<PlanGraphCounters> counters, std::string& why,
+                                           std::shared_ptr<const DerivedValues> derived) {
   why.clear();
   auto device = graph_device(*plan, why);
   if (!device) return nullptr;
@@ -324,7 +341,7 @@ std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan> plan, std
     return nullptr;
   }
   return std::make_unique<CudaPlanGraph>(std::move(plan), std::move(by_address), copied_outputs, std::move(what),
-                                         *device, std::move(counters));
+                                         *device, std::move(counters), std::move(derived));
 }
 
 }  // namespace zenith

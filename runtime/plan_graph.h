@@ -22,6 +22,8 @@
 
 namespace zenith {
 
+class DerivedValues;
+
 /// Counters shared by every graphed plan of one compiled module.
 struct PlanGraphCounters {
   std::atomic<std::int64_t> captures{0};       ///< graphs captured
@@ -57,9 +59,12 @@ std::string plan_graph_refusal(const Plan& plan);
 /// copied into buffers the graph owns. The first `copied_outputs` outputs are copied out of the
 /// graph's memory at every replay (the caller's to keep: a call's results); the others are handed
 /// out in place and checked before the next replay. `what` names the plan in logs ("the training
-/// forward of module"). `counters` may be null.
+/// forward of module"). `counters` may be null. With `derived` (the plan's DerivedValues), the
+/// graph holds the launches of the other steps only: the kept values are brought up to date before
+/// every run, outside the graph, and read where they lie.
 std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan> plan, std::vector<bool> by_address,
                                            std::size_t copied_outputs, std::string what,
-                                           std::shared_ptr<PlanGraphCounters> counters, std::string& why);
+                                           std::shared_ptr<PlanGraphCounters> counters, std::string& why,
+                                           std::shared_ptr<const DerivedValues> derived = nullptr);
 
 }  // namespace zenith

@@ -6,7 +6,8 @@ namespace zenith {
 std::string plan_graph_refusal(const Plan&) { return "this LibTorch has no CUDA"; }
 
 std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan>, std::vector<bool>, std::size_t, std::string,
-                                           std::shared_ptr<PlanGraphCounters>, std::string& why) {
+                                           std::shared_ptr<PlanGraphCounters>, std::string& why,
+                                           std::shared_ptr<const DerivedValues>) {
   why = "this LibTorch has no CUDA";
   return nullptr;
 }

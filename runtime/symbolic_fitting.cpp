@@ -8,6 +8,7 @@
 #include "core/exception_message.h"
 #include "core/log.h"
 #include "passes/effects.h"
+#include "runtime/call_tensors.h"
 #include "runtime/dynamic_dims.h"
 
 namespace zenith::detail {
@@ -35,11 +36,18 @@ std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signatur
     symbolic_plans_.splice(symbolic_plans_.begin(), symbolic_plans_, it);
     auto entry = std::make_shared<Entry>();
     entry->plan = std::move(instance.plan);
+    entry->derived = shared_derived_values(*it, state);
     // Its base plan already said why it is not graphed, if it is not: one line per module, not per size.
     attach_inference_graph(*entry, state, /*say_why=*/false);
     return entry;
   }
   return nullptr;
+}
+
+std::shared_ptr<const DerivedValues> Engine::shared_derived_values(capture::SymbolicPlan& symbolic, std::size_t state) {
+  if (!options_.keep_derived_values) return nullptr;
+  if (!symbolic.derived) symbolic.derived = DerivedValues::of(symbolic.base(), state, derived_counters_);
+  return symbolic.derived;
 }
 
 std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const State& state,
@@ -55,9 +63,15 @@ std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const S
                        "sizes would repeat",
                        base.graph.nodes[n].qualified_name(), signature.training ? "; the module is in training mode" : "");
   }
+  // Probes are laid out as the base capture was (compile_signature), so that their plans align.
+  const bool inference = !needs_gradients(args, state);
   for (std::size_t k = 1; k < design.points.size(); ++k) {
     try {
-      probes.push_back(capture::capture_forward(access_, capture::probe_arguments(args, dims, symbol_of, design.points[k]), state));
+      const auto probe_args = capture::probe_arguments(args, dims, symbol_of, design.points[k]);
+      probes.push_back(capture::capture_forward(access_, probe_args, state));
+      if (inference && probes.back().unsupported.empty()) {
+        relayout_for_inference(probes.back().graph, call_tensors(probe_args, state));
+      }
     } catch (const std::exception& error) {
       return fmt::format("the forward raised at probe sizes [{}]: {}", fmt::join(design.points[k], ", "),
                          message_of(error));

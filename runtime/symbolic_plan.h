@@ -15,6 +15,10 @@
 #include "core/plan.h"
 #include "zenith/options.h"
 
+namespace zenith {
+class DerivedValues;
+}
+
 namespace zenith::capture {
 
 /// "argument 0 dim 1, argument 2 dim 3".
@@ -57,6 +61,14 @@ class SymbolicPlan {
 
   /// The symbolic dims, described with their shared symbols.
   std::string describe() const { return describe_symbols(dims_, symbol_of_); }
+
+  /// The plan it was fitted from: every instance is a copy with other sizes, which keeps its steps
+  /// and value ids.
+  const std::shared_ptr<const Plan>& base() const { return base_; }
+
+  /// What the base plan and every instance compute from parameters alone, kept once for all of
+  /// them (runtime/derived_values.h; the engine makes it), or null.
+  std::shared_ptr<const DerivedValues> derived;
 
  private:
   struct SymbolicSlot {

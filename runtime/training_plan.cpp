@@ -7,8 +7,8 @@
 #include "capture/backward_capture.h"
 #include "core/log.h"
 #include "passes/autodiff/backward_graph.h"
-#include "passes/autodiff/channels_last.h"
 #include "passes/autodiff/training_rewrite.h"
+#include "passes/channels_last_convolutions.h"
 #include "runtime/call_tensors.h"
 #include "core/elapsed.h"
 
@@ -20,7 +20,7 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   auto inputs = call_tensors(args, state);
   std::vector<bool> requires_grad;
   for (const auto& tensor : inputs) requires_grad.push_back(tensor.requires_grad());
-  const bool relaid = options_.channels_last && autodiff::convolutions_channels_last(graph);
+  const bool relaid = options_.channels_last && passes::convolutions_channels_last(graph, /*training=*/true);
   auto provisional = autodiff::rewrite_for_training(graph);
   auto values = capture::forward_values(graph, inputs);
   for (int id : provisional) {

@@ -70,19 +70,32 @@ struct CompileOptions {
   /// launch. Inference graphs copy the call's tensors into buffers of their own and copy every
   /// result out, so results a caller keeps are never overwritten; parameters and buffers are read
   /// where they lie. A call whose parameters moved or whose previous outputs are still held runs
-  /// launch by launch instead (never wrong, only slower); CacheStats counts both. Plans with value
-  /// checks, plans that write into or return their arguments, and symbolic plans' instances run
-  /// launch by launch. The graphs keep their memory between calls. Overridden by
-  /// ZENITH_CUDA_GRAPHS=0|1.
+  /// launch by launch instead (never wrong, only slower); CacheStats counts both. A symbolic plan's
+  /// instance (a new size) is graphed at its own second call. Plans with value checks, plans that
+  /// write into or return their arguments, and plans of one kernel launch run launch by launch. The
+  /// graphs keep their memory between calls. Overridden by ZENITH_CUDA_GRAPHS=0|1.
   bool cuda_graphs = true;
-  /// Runs the convolutions of a compiled training step on a CUDA device channels-last (NHWC):
-  /// cuDNN's float32 kernels work in that layout, so eager's NCHW convolutions pay for transposes
-  /// around each one, and its NHWC batch norm kernels are faster. The values match eager's to
+  /// Runs the convolutions of a compiled plan on a CUDA device channels-last (NHWC), training
+  /// steps and inference alike: cuDNN's float32 kernels work in that layout, so eager's NCHW
+  /// convolutions pay for transposes around each one, and its NHWC batch norm kernels are faster.
+  /// The call's tensor is converted once and the layout carried through every convolution, batch
+  /// norm, activation, residual add and pooling after it; in inference the weights' channels-last
+  /// copies are derived values (keep_derived_values), made once. The values match eager's to
   /// float32 rounding, but not bit for bit: cuDNN's NHWC kernels sum in another order (gradient
   /// norms of a ResNet-50 step differ by up to 6e-4 relative, against 9e-5 with it off). Declined
-  /// for a call returning a 4-D tensor and for batch norm in eval mode. Overridden by
+  /// for a call returning a 4-D tensor, and in training for batch norm in eval mode. Overridden by
   /// ZENITH_CHANNELS_LAST=0|1.
   bool channels_last = true;
+  /// Inference plans keep what they compute from parameters and buffers alone (a weight copied
+  /// into another layout, a transposed weight) between calls, instead of computing it at every
+  /// call, and compute it again at the first call after a source changed: updated in place (its
+  /// version counter moved) or replaced by another tensor. The kept values cost device memory
+  /// (the channels-last copy of every convolution weight of an NCHW network, say; CacheStats
+  /// counts their computations). A write that bypasses the version counter is not seen: writing
+  /// through `.data` (`p.data().copy_(...)`) or through a raw pointer. Update parameters with
+  /// `p.copy_(...)` under torch::NoGradGuard, as optimizers do, or turn this off. Overridden by
+  /// ZENITH_KEEP_DERIVED=0|1.
+  bool keep_derived_values = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
   /// eagerly and log why once; likewise a call whose plan's value check fails (a value the forward
   /// read into C++ differs from the capture's). When false, throw a zenith::Error instead.
@@ -130,6 +143,7 @@ struct CacheStats {
   std::int64_t graph_replays = 0;    ///< plan runs served by replaying a CUDA graph
   std::int64_t graph_plain_runs = 0; ///< plan runs with a graph held that ran launch by launch (inputs moved, outputs held)
   std::int64_t graph_failures = 0;   ///< captures that failed: those plans run launch by launch (logged at info)
+  std::int64_t derived_computations = 0;  ///< times an inference plan computed its derived values (CompileOptions::keep_derived_values): its first run, then after each parameter change
   std::int64_t symbolic_plans = 0;   ///< symbolic plans fitted (each after its probe captures)
   std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture
   double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together

@@ -1,15 +1,19 @@
 // The inference rewrites on the GPU, against eager: batch norms decomposed into the kernel of the
-// ReLU and residual add after them (passes/batch_norm_decomposition.h), and attention written out
-// by hand run as one scaled_dot_product_attention (passes/attention_fusion.h). Every call has fresh
-// inputs, the third and later replay a CUDA graph, and parameters and buffers updated in place or
-// replaced between calls are seen. Label gpu.
+// ReLU and residual add after them (passes/batch_norm_decomposition.h), attention written out
+// by hand run as one scaled_dot_product_attention (passes/attention_fusion.h), and an NCHW
+// network's convolutions run channels-last over weight copies kept as derived values
+// (passes/channels_last_convolutions.h, runtime/derived_values.h). Every call has fresh inputs,
+// the third and later replay a CUDA graph, and parameters and buffers updated in place or replaced
+// between calls are seen. Label gpu.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include <torch/torch.h>
 
+#include "common/temp_folder.h"
 #include "common_relative_error.h"
+#include "core/dump.h"
 #include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
@@ -98,6 +102,88 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     EXPECT_EQ(fast.stats().eager_calls, 0);
     EXPECT_GT(fast.stats().graph_replays, 0);
   }
+}
+
+// A small classifier as torchvision writes one: a stem, a residual block, global pooling, a linear
+// head. Its result has two dimensions, so the convolutions may run channels-last.
+struct ClassifierImpl : torch::nn::Module {
+  ClassifierImpl()
+      : stem(register_module("stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 16, 3).padding(1).bias(false)))),
+        bn(register_module("bn", torch::nn::BatchNorm2d(16))),
+        block(register_module("block", Block())),
+        head(register_module("head", torch::nn::Linear(16, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    auto features = block->forward(torch::relu(bn->forward(stem->forward(x))));
+    return head->forward(torch::adaptive_avg_pool2d(features, {1, 1}).flatten(1));
+  }
+  torch::nn::Conv2d stem;
+  torch::nn::BatchNorm2d bn;
+  Block block;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(Classifier);
+
+// The channels-last copies the optimized graph makes, from the call's trace dump.
+std::int64_t channels_last_copies(const CompileReport& report) {
+  const auto dump = dump_from_json(read_json_file(report.dump_path));
+  std::int64_t copies = 0;
+  for (const auto& node : dump.optimized.nodes) {
+    const auto* format = node.arg("memory_format");
+    const auto* value = format ? std::get_if<std::int64_t>(&format->value) : nullptr;
+    copies += node.op == "aten::contiguous" && value && *value == static_cast<std::int64_t>(at::MemoryFormat::ChannelsLast);
+  }
+  return copies;
+}
+
+TEST(InferenceRewritesCuda, AnNchwNetworkRunsChannelsLastOverKeptWeightCopies) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  // cuDNN's NHWC and NCHW kernels round TF32 products differently; off, both are float32 sums.
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);
+  const auto folder = std::filesystem::temp_directory_path() / "zenith-channels-last-inference";
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(5);
+    Classifier net;
+    randomize_statistics(net->bn);
+    randomize_statistics(net->block->bn1);
+    randomize_statistics(net->block->bn2);
+    net->to(kDevice, dtype);
+    net->eval();
+    auto options = no_fallback("classifier");
+    options.dump_dir = folder.string();
+    auto fast = compile(net, options);
+    auto check = [&](const std::string& when) {
+      for (int call = 0; call < kCalls; ++call) {
+        auto x = torch::randn({4, 3, 16, 16}, torch::TensorOptions().device(kDevice).dtype(dtype));
+        auto got = fast(x), want = net->forward(x);
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
+      }
+    };
+    check("as built");
+    // The call's tensor once, and each convolution's weight.
+    EXPECT_EQ(channels_last_copies(fast.report()), 3) << fast.report().to_string();
+    EXPECT_EQ(fast.stats().derived_computations, 1) << "the weight copies are made once";
+    net->stem->weight.mul_(-0.5);
+    check("after a weight was updated in place");
+    EXPECT_EQ(fast.stats().derived_computations, 2);
+    net->block->conv->weight.set_data(torch::randn_like(net->block->conv->weight) * 0.1);
+    check("after a weight was replaced");
+    EXPECT_EQ(fast.stats().derived_computations, 3);
+    EXPECT_EQ(fast.stats().eager_calls, 0);
+    EXPECT_GT(fast.stats().graph_replays, 0);
+
+    auto off = no_fallback("classifier-nchw");
+    off.channels_last = false;
+    off.dump_dir = folder.string();
+    auto nchw = compile(net, off);
+    auto x = torch::randn({4, 3, 16, 16}, torch::TensorOptions().device(kDevice).dtype(dtype));
+    EXPECT_LE(relative_error(nchw(x).to(at::kFloat), net->forward(x).to(at::kFloat)), tolerance(dtype));
+    EXPECT_EQ(channels_last_copies(nchw.report()), 0) << "off by option";
+  }
+  testing::remove_folder(folder);
+  at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
 // BERT's self-attention, written out as models do: heads split by view and transpose, scores

@@ -148,7 +148,7 @@ std::pair<int, int> convolutions_and_channels_last_copies(bool channels_last) {
 }
 
 TEST_F(TrainingGraphs, ConvolutionsRunChannelsLastUnlessTurnedOff) {
-  // passes/autodiff/channels_last.cpp: on CUDA the convolutions read channels-last copies of their
+  // passes/channels_last_convolutions.cpp: on CUDA the convolutions read channels-last copies of their
   // input and weight (the gradient tests above run with it, the default).
   auto [convolutions, copies] = convolutions_and_channels_last_copies(true);
   EXPECT_GT(convolutions, 0);

@@ -1,14 +1,14 @@
-#include "passes/autodiff/channels_last.h"
+#include "passes/channels_last_convolutions.h"
 
 #include <map>
 #include <vector>
 
 #include <c10/core/MemoryFormat.h>
 
-namespace zenith::autodiff {
+namespace zenith::passes {
 namespace {
 
-bool is_conv2d_on_cuda(const ir::Graph& graph, const ir::Node& node) {
+bool is_conv2d(const ir::Graph& graph, const ir::Node& node, bool cuda_only) {
   if (node.op != "aten::_convolution") return false;
   const auto* transposed = node.arg("transposed");
   if (transposed == nullptr || std::get_if<bool>(&transposed->value) == nullptr || *std::get_if<bool>(&transposed->value)) {
@@ -20,7 +20,7 @@ bool is_conv2d_on_cuda(const ir::Graph& graph, const ir::Node& node) {
     if (ref == nullptr) return false;
     const auto& type = graph.value(ref->id).type;
     const bool floating = type.dtype == c10::kFloat || type.dtype == c10::kHalf || type.dtype == c10::kBFloat16;
-    if (type.rank() != 4 || !type.device.is_cuda() || !floating) return false;
+    if (type.rank() != 4 || (cuda_only && !type.device.is_cuda()) || !floating) return false;
   }
   return true;
 }
@@ -40,21 +40,21 @@ bool is_channels_last(const ir::TensorType& type) {
 
 }  // namespace
 
-bool convolutions_channels_last(ir::Graph& graph) {
+bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only) {
   for (int id : graph.outputs) {
     if (graph.value(id).type.rank() == 4) return false;
   }
   bool any = false;
   for (const auto& node : graph.nodes) {
-    if (is_eval_batch_norm(node)) return false;
-    any = any || is_conv2d_on_cuda(graph, node);
+    if (training && is_eval_batch_norm(node)) return false;
+    any = any || is_conv2d(graph, node, cuda_only);
   }
   if (!any) return false;
   std::map<int, int> copy_of;  // value -> its channels-last copy
   std::vector<ir::Node> nodes;
   nodes.reserve(graph.nodes.size());
   for (auto& node : graph.nodes) {
-    if (is_conv2d_on_cuda(graph, node)) {
+    if (is_conv2d(graph, node, cuda_only)) {
       for (auto& arg : node.args) {
         if (arg.name != "input" && arg.name != "weight") continue;
         const int id = std::get<ir::ValueRef>(arg.value).id;
@@ -80,4 +80,4 @@ bool convolutions_channels_last(ir::Graph& graph) {
   return true;
 }
 
-}  // namespace zenith::autodiff
+}  // namespace zenith::passes

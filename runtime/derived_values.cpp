@@ -1,0 +1,166 @@
+#include "runtime/derived_values.h"
+
+#include <algorithm>
+#include <set>
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "passes/effects.h"
+#include "runtime/executor.h"
+
+namespace zenith {
+namespace {
+
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.device() == b.device() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+// Waits until every device holding a kept value has finished computing it: a later call may read
+// the values from another stream, which the stream that computed them does not order.
+void finish(const std::vector<at::Tensor>& kept) {
+  std::vector<c10::Device> devices;
+  for (const auto& tensor : kept) {
+    if (!tensor.defined() || tensor.device().is_cpu()) continue;
+    if (std::find(devices.begin(), devices.end(), tensor.device()) == devices.end()) devices.push_back(tensor.device());
+  }
+  for (const auto& device : devices) {
+    c10::impl::VirtualGuardImpl guard(device.type());
+    guard.getStream(device).synchronize();
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Plan> plan, std::size_t state,
+                                                       std::shared_ptr<DerivedValueCounters> counters) {
+  const auto& graph = plan->graph;
+  if (!plan->value_checks.empty() || state == 0 || state > graph.inputs.size()) return nullptr;
+  const auto effects = passes::analyse_effects(graph);
+  std::vector<bool> derived_value(graph.values.size(), false);
+  const std::size_t arguments = graph.inputs.size() - state;
+  for (std::size_t i = arguments; i < graph.inputs.size(); ++i) derived_value[graph.inputs[i]] = true;
+  for (const auto& [id, tensor] : graph.constants) derived_value[id] = true;
+  const std::set<int> returned(graph.outputs.begin(), graph.outputs.end());
+  std::vector<bool> derived_steps(plan->steps.size(), false);
+  for (std::size_t s = 0; s < plan->steps.size(); ++s) {
+    const auto& step = plan->steps[s];
+    const bool pure = std::all_of(step.nodes.begin(), step.nodes.end(), [&](int n) {
+      const auto& node = graph.nodes[static_cast<std::size_t>(n)];
+      return !effects.node_has_effect[static_cast<std::size_t>(n)] && !node.size_dependent;
+    });
+    const bool from_state = std::all_of(step.inputs.begin(), step.inputs.end(), [&](int id) { return derived_value[id]; });
+    const bool writes_input = std::any_of(step.output_aliases.begin(), step.output_aliases.end(), [](int a) { return a >= 0; });
+    const bool returns = std::any_of(step.outputs.begin(), step.outputs.end(), [&](int id) { return returned.count(id) > 0; });
+    if (!pure || !from_state || writes_input || returns || step.nodes.empty()) continue;
+    derived_steps[s] = true;
+    for (int id : step.outputs) derived_value[id] = true;
+  }
+  // Kept: derived results read by the steps that run at every call. Sources: the state they come from.
+  std::set<int> kept, read_by_derived;
+  for (std::size_t s = 0; s < plan->steps.size(); ++s) {
+    for (int id : plan->steps[s].inputs) {
+      if (derived_steps[s]) {
+        read_by_derived.insert(id);
+        continue;
+      }
+      if (!derived_value[id]) continue;
+      const bool made_by_a_step = std::none_of(graph.inputs.begin(), graph.inputs.end(), [&](int in) { return in == id; }) &&
+                                  graph.constants.count(id) == 0;
+      if (made_by_a_step) kept.insert(id);
+    }
+  }
+  if (kept.empty()) return nullptr;
+  std::vector<std::size_t> sources;
+  for (std::size_t i = arguments; i < graph.inputs.size(); ++i) {
+    if (read_by_derived.count(graph.inputs[i])) sources.push_back(i);
+  }
+  return std::shared_ptr<const DerivedValues>(new DerivedValues(std::move(plan), std::move(derived_steps), std::move(sources),
+                                                                std::vector<int>(kept.begin(), kept.end()),
+                                                                std::move(counters)));
+}
+
+DerivedValues::DerivedValues(std::shared_ptr<const Plan> plan, std::vector<bool> derived_steps,
+                             std::vector<std::size_t> sources, std::vector<int> kept,
+                             std::shared_ptr<DerivedValueCounters> counters)
+    : plan_(std::move(plan)),
+      derived_steps_(std::move(derived_steps)),
+      sources_(std::move(sources)),
+      kept_(std::move(kept)),
+      counters_(counters ? std::move(counters) : std::make_shared<DerivedValueCounters>()) {}
+
+std::size_t DerivedValues::step_count() const {
+  return static_cast<std::size_t>(std::count(derived_steps_.begin(), derived_steps_.end(), true));
+}
+
+DerivedValues::Seen DerivedValues::seen(const at::Tensor& tensor) {
+  Seen seen;
+  if (!tensor.defined()) return seen;
+  seen.impl = tensor.unsafeGetTensorImpl();
+  seen.data = tensor.has_storage() ? tensor.storage().data() : nullptr;
+  seen.tracked = !tensor.is_inference();
+  if (seen.tracked) seen.version = tensor._version();
+  return seen;
+}
+
+bool DerivedValues::current(const std::vector<at::Tensor>& inputs) const {
+  if (seen_.size() != sources_.size() || tensors_.empty()) return false;
+  for (std::size_t k = 0; k < sources_.size(); ++k) {
+    if (!(seen(inputs[sources_[k]]) == seen_[k])) return false;
+  }
+  return true;
+}
+
+void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
+  const auto& graph = plan_->graph;
+  // Kept values need no gradient: an inference plan runs only when no call tensor requires one.
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> values(graph.values.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
+  for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
+  for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
+    if (derived_steps_[s]) run_step(plan_->steps[s], values);
+  }
+  const bool first = tensors_.empty();
+  bool moved = false;
+  if (first) {
+    tensors_.resize(kept_.size());
+    own_memory_.assign(kept_.size(), false);
+  }
+  for (std::size_t k = 0; k < kept_.size(); ++k) {
+    auto& fresh = values[kept_[k]];
+    auto& held = tensors_[k];
+    if (!first && own_memory_[k] && same_layout(held, fresh) && !held.is_alias_of(fresh)) {
+      // Same address as before: a CUDA graph captured over it reads the new values.
+      held.copy_(fresh);
+      continue;
+    }
+    if (!first && held.defined() && fresh.defined() && held.data_ptr() != fresh.data_ptr()) moved = true;
+    held = fresh;
+    // A view of a parameter or a constant is rebound, never written through.
+    own_memory_[k] =
+        std::none_of(sources_.begin(), sources_.end(),
+                     [&](std::size_t i) { return inputs[i].defined() && inputs[i].is_alias_of(held); }) &&
+        std::none_of(graph.constants.begin(), graph.constants.end(),
+                     [&](const auto& constant) { return constant.second.defined() && constant.second.is_alias_of(held); });
+  }
+  if (moved) ++moves_;
+  finish(tensors_);
+  seen_.clear();
+  for (std::size_t i : sources_) seen_.push_back(seen(inputs[i]));
+  ++counters_->computations;
+}
+
+void DerivedValues::update(const std::vector<at::Tensor>& inputs) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!current(inputs)) compute(inputs);
+}
+
+void DerivedValues::bind(const std::vector<at::Tensor>& inputs, std::vector<at::Tensor>& values) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!current(inputs)) compute(inputs);
+  for (std::size_t k = 0; k < kept_.size(); ++k) values[kept_[k]] = tensors_[k];
+}
+
+}  // namespace zenith

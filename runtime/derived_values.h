@@ -1,0 +1,87 @@
+// Values an inference plan computes from parameters and buffers alone: a weight in the layout a
+// convolution wants, a transposed weight, a per-channel scale. Eager computes them at every call;
+// they change only when a parameter does. A plan's DerivedValues computes them once, keeps them,
+// and computes them again before the first call that sees a source changed:
+//   - updated in place (an optimizer step, copy_ under NoGradGuard): its version counter moved;
+//   - replaced (assigned another tensor, set_data): another tensor or another address.
+// A write that bypasses the version counter (through `.data`, or a raw pointer) is not seen:
+// CompileOptions::keep_derived_values says so, and turning it off computes them at every call.
+//
+// Kept values the derivation made in memory of its own keep their address when computed again
+// (the new values are copied into them), so a CUDA graph that read them stays valid.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/plan.h"
+
+namespace zenith {
+
+/// Counters shared by the derived values of every plan of one compiled module.
+struct DerivedValueCounters {
+  std::atomic<std::int64_t> computations{0};  ///< times a plan's derived values were computed
+};
+
+class DerivedValues {
+ public:
+  /// The derived values of `plan`, whose last `state` inputs are parameters and buffers, or null
+  /// when it has none. A step is derived when it reads only parameters, buffers, constants and
+  /// other derived steps' results, writes nothing in place, draws no random numbers, does not depend
+  /// on sizes, and returns nothing to the caller. Plans with value checks have none.
+  static std::shared_ptr<const DerivedValues> of(std::shared_ptr<const Plan> plan, std::size_t state,
+                                                 std::shared_ptr<DerivedValueCounters> counters);
+
+  /// Whether step `index` of the plan is derived: execute_flat skips it and reads the kept values.
+  bool derived(std::size_t index) const { return derived_steps_[index]; }
+  /// Number of derived steps, and of kept values (those steps' results read at every call).
+  std::size_t step_count() const;
+  std::size_t kept_count() const { return kept_.size(); }
+
+  /// Computes the kept values again when a source changed since they were computed (or when they
+  /// never were), from `inputs` (one per graph input, in order). Never inside a CUDA graph
+  /// capture: a computation waits for its device to finish it, so that a call on another stream
+  /// reads finished values.
+  void update(const std::vector<at::Tensor>& inputs) const;
+  /// update, then puts the kept values into `values` (by graph value id).
+  void bind(const std::vector<at::Tensor>& inputs, std::vector<at::Tensor>& values) const;
+  /// Counts the computations that moved a kept value to another address (a view of a parameter
+  /// that was replaced, say): a CUDA graph captured over the old address must not replay.
+  std::uint64_t moves() const { return moves_; }
+
+ private:
+  DerivedValues(std::shared_ptr<const Plan> plan, std::vector<bool> derived_steps, std::vector<std::size_t> sources,
+                std::vector<int> kept, std::shared_ptr<DerivedValueCounters> counters);
+
+  // What a source was when the kept values were computed from it.
+  struct Seen {
+    const void* impl = nullptr;
+    const void* data = nullptr;
+    std::uint32_t version = 0;
+    bool tracked = true;  // false for inference tensors, which keep no version counter
+    bool operator==(const Seen& other) const {
+      return tracked && other.tracked && impl == other.impl && data == other.data && version == other.version;
+    }
+  };
+  static Seen seen(const at::Tensor& tensor);
+  bool current(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
+  void compute(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
+
+  const std::shared_ptr<const Plan> plan_;
+  const std::vector<bool> derived_steps_;
+  const std::vector<std::size_t> sources_;  // indices into the plan's inputs the derived steps read
+  const std::vector<int> kept_;             // value ids of derived results that other steps read
+  const std::shared_ptr<DerivedValueCounters> counters_;
+  mutable std::mutex mutex_;
+  mutable std::vector<Seen> seen_;             // per source, when computed; empty: never computed
+  mutable std::vector<at::Tensor> tensors_;    // per kept value
+  mutable std::vector<bool> own_memory_;       // per kept value: in memory no source shares
+  mutable std::atomic<std::uint64_t> moves_{0};
+};
+
+}  // namespace zenith

@@ -1,0 +1,137 @@
+// Derived values (runtime/derived_values.h, CompileOptions::keep_derived_values): what an inference
+// plan computes from parameters and buffers alone is computed once and kept, and computed again
+// at the first call after a source was updated in place or replaced. Every call is compared with
+// eager on a fresh input; the counts say when the kept values were computed.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+
+// The CPU plugin runs ATen's kernels in eager's order: 1e-6 of the largest value leaves room for a
+// vectorized kernel's other summation order; a stale weight is off by order one.
+constexpr double kTolerance = 1e-6;
+
+// `w * 2 + b` reads a parameter and a buffer alone, and a matrix product reads it: a kernel of its
+// own whose result the plan keeps. `b.view` is a view of the buffer: kept as a view, never written.
+struct ScaledProjectionImpl : torch::nn::Module {
+  ScaledProjectionImpl() {
+    w = register_parameter("w", torch::randn({16, 8}));
+    b = register_buffer("b", torch::randn({8}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::relu(torch::matmul(x, w * 2 + b)) + b.view({1, 8}); }
+  torch::Tensor w, b;
+};
+TORCH_MODULE(ScaledProjection);
+
+CompileOptions strict(bool keep) {
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  options.keep_derived_values = keep;
+  options.name = keep ? "kept" : "not-kept";
+  return options;
+}
+
+class DerivedValues : public ::testing::Test {
+ protected:
+  void SetUp() override { torch::manual_seed(31); }
+
+  // Three calls on fresh inputs, each compared with eager.
+  template <typename Compiled>
+  void check(Compiled& fast, ScaledProjection& model, const std::string& what) {
+    for (int call = 0; call < 3; ++call) {
+      auto x = torch::randn({4, 16});
+      EXPECT_LT(relative_error(fast(x), model->forward(x)), kTolerance) << what << ", call " << call;
+    }
+  }
+};
+
+TEST_F(DerivedValues, AreComputedOnceAndMatchEager) {
+  torch::NoGradGuard no_grad;
+  ScaledProjection model;
+  auto fast = compile(model, strict(true));
+  check(fast, model, "first three calls");
+  check(fast, model, "three more");
+  // Call 1 captures (eager's result); calls 2 to 6 run the plan, which computed them at call 2.
+  EXPECT_EQ(fast.stats().derived_computations, 1);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
+TEST_F(DerivedValues, AreComputedAgainAfterAnUpdateInPlaceOrAReplacement) {
+  torch::NoGradGuard no_grad;
+  ScaledProjection model;
+  auto fast = compile(model, strict(true));
+  check(fast, model, "before");
+  ASSERT_EQ(fast.stats().derived_computations, 1);
+
+  model->w.mul_(3);  // an optimizer's step: the version counter moves
+  check(fast, model, "parameter updated in place");
+  EXPECT_EQ(fast.stats().derived_computations, 2) << "once for the update, not per call";
+
+  model->b.add_(1);  // the buffer read by the kernel and by the kept view
+  check(fast, model, "buffer updated in place");
+  EXPECT_EQ(fast.stats().derived_computations, 3);
+
+  model->w.set_data(torch::randn({16, 8}));  // new memory, a new version counter
+  check(fast, model, "parameter replaced");
+  EXPECT_EQ(fast.stats().derived_computations, 4);
+
+  model->b.copy_(torch::randn({8}));  // load_state_dict's way
+  check(fast, model, "buffer loaded");
+  EXPECT_EQ(fast.stats().derived_computations, 5);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
+TEST_F(DerivedValues, OffByOptionTheyAreComputedAtEveryCall) {
+  torch::NoGradGuard no_grad;
+  ScaledProjection model;
+  auto fast = compile(model, strict(false));
+  check(fast, model, "before");
+  model->w.data().mul_(3);  // behind the version counter's back: seen only when nothing is kept
+  check(fast, model, "written through .data");
+  EXPECT_EQ(fast.stats().derived_computations, 0);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
+TEST_F(DerivedValues, TheSizesOfASymbolicPlanShareThem) {
+  torch::NoGradGuard no_grad;
+  ScaledProjection model;
+  auto options = strict(true);
+  options.dynamic_shapes = DynamicShapes::Auto;
+  auto fast = compile(model, options);
+  for (std::int64_t rows : {4, 4, 5, 6, 7, 8, 9, 10, 6, 9}) {
+    auto x = torch::randn({rows, 16});
+    EXPECT_LT(relative_error(fast(x), model->forward(x)), kTolerance) << rows << " rows";
+  }
+  const auto stats = fast.stats();
+  ASSERT_EQ(stats.symbolic_plans, 1) << "the row count became symbolic";
+  ASSERT_GE(stats.instantiations, 3);
+  // The first size's own plan, then one computation for the symbolic plan and all its sizes.
+  EXPECT_EQ(stats.derived_computations, 2);
+  model->w.mul_(-1);
+  for (std::int64_t rows : {7, 8, 9}) {
+    auto x = torch::randn({rows, 16});
+    EXPECT_LT(relative_error(fast(x), model->forward(x)), kTolerance) << rows << " rows, after an update";
+  }
+  EXPECT_EQ(fast.stats().derived_computations, 3) << "once for every size";
+}
+
+TEST_F(DerivedValues, AFunctionWithoutParametersHasNone) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](torch::Tensor x, torch::Tensor w) { return torch::matmul(x, w * 2); };
+  auto fast = compile(fn, strict(true));
+  for (int call = 0; call < 3; ++call) {
+    auto x = torch::randn({4, 16}), w = torch::randn({16, 8});
+    EXPECT_LT(relative_error(fast(x, w), fn(x, w)), kTolerance) << "call " << call;
+  }
+  EXPECT_EQ(fast.stats().derived_computations, 0) << "w is an argument: computed at every call";
+}
+
+}  // namespace
+}  // namespace zenith
