@@ -31,6 +31,24 @@ void finish(const std::vector<at::Tensor>& kept) {
   }
 }
 
+// Per value id: its memory is, or is aliased by, a result the caller gets (through views, run by
+// host steps, and outputs written in place).
+std::vector<bool> exposed_memory(const Plan& plan) {
+  std::vector<bool> exposed(plan.graph.values.size(), false);
+  for (int id : plan.graph.outputs) exposed[id] = true;
+  for (auto step = plan.steps.rbegin(); step != plan.steps.rend(); ++step) {
+    for (std::size_t o = 0; o < step->outputs.size(); ++o) {
+      if (!exposed[step->outputs[o]]) continue;
+      if (step->kind == Step::Kind::Host) {
+        for (int id : step->inputs) exposed[id] = true;
+      } else if (!step->output_aliases.empty() && step->output_aliases[o] >= 0) {
+        exposed[step->inputs[static_cast<std::size_t>(step->output_aliases[o])]] = true;
+      }
+    }
+  }
+  return exposed;
+}
+
 }  // namespace
 
 std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Plan> plan, std::size_t state,
@@ -42,7 +60,7 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
   const std::size_t arguments = graph.inputs.size() - state;
   for (std::size_t i = arguments; i < graph.inputs.size(); ++i) derived_value[graph.inputs[i]] = true;
   for (const auto& [id, tensor] : graph.constants) derived_value[id] = true;
-  const std::set<int> returned(graph.outputs.begin(), graph.outputs.end());
+  const auto exposed = exposed_memory(*plan);
   std::vector<bool> derived_steps(plan->steps.size(), false);
   for (std::size_t s = 0; s < plan->steps.size(); ++s) {
     const auto& step = plan->steps[s];
@@ -52,8 +70,10 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
     });
     const bool from_state = std::all_of(step.inputs.begin(), step.inputs.end(), [&](int id) { return derived_value[id]; });
     const bool writes_input = std::any_of(step.output_aliases.begin(), step.output_aliases.end(), [](int a) { return a >= 0; });
-    const bool returns = std::any_of(step.outputs.begin(), step.outputs.end(), [&](int id) { return returned.count(id) > 0; });
-    if (!pure || !from_state || writes_input || returns || step.nodes.empty()) continue;
+    // Kept memory the caller could hold, or a later step write, would not stay what was kept.
+    const bool shared = std::any_of(step.outputs.begin(), step.outputs.end(),
+                                    [&](int id) { return exposed[id] || effects.value_mutable[id]; });
+    if (!pure || !from_state || writes_input || shared || step.nodes.empty()) continue;
     derived_steps[s] = true;
     for (int id : step.outputs) derived_value[id] = true;
   }

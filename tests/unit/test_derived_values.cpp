@@ -122,6 +122,39 @@ TEST_F(DerivedValues, TheSizesOfASymbolicPlanShareThem) {
   EXPECT_EQ(fast.stats().derived_computations, 3) << "once for every size";
 }
 
+// Returns a view of what it derives from its parameter: eager hands out new memory at every call.
+struct ExposedImpl : torch::nn::Module {
+  ExposedImpl() { w = register_parameter("w", torch::randn({4, 8})); }
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
+    auto scaled = w * 2;
+    return {torch::matmul(x, scaled.t()), scaled.view({-1})};
+  }
+  torch::Tensor w;
+};
+TORCH_MODULE(Exposed);
+
+TEST_F(DerivedValues, WhatACallerGetsIsNeverKeptMemory) {
+  torch::NoGradGuard no_grad;
+  Exposed model;
+  auto fast = compile(model, strict(true));
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> held;  // (what the call gave, eager's)
+  for (int call = 0; call < 4; ++call) {
+    auto x = torch::randn({3, 8});
+    auto [product, scaled] = fast(x);
+    auto [want_product, want_scaled] = model->forward(x);
+    EXPECT_LT(relative_error(product, want_product), kTolerance) << "call " << call;
+    EXPECT_TRUE(torch::equal(scaled, want_scaled)) << "call " << call;
+    held.emplace_back(scaled, want_scaled.clone());
+    model->w.mul_(-1.5);  // between calls, as a training loop would
+  }
+  for (std::size_t call = 0; call < held.size(); ++call) {
+    EXPECT_TRUE(torch::equal(held[call].first, held[call].second)) << "the result of call " << call << " changed later";
+  }
+  held.back().first.fill_(7);  // the caller's to write
+  auto x = torch::randn({3, 8});
+  EXPECT_LT(relative_error(std::get<0>(fast(x)), std::get<0>(model->forward(x))), kTolerance) << "after the write";
+}
+
 TEST_F(DerivedValues, AFunctionWithoutParametersHasNone) {
   torch::NoGradGuard no_grad;
   auto fn = [](torch::Tensor x, torch::Tensor w) { return torch::matmul(x, w * 2); };
