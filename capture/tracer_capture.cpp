@@ -11,11 +11,30 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
+#include "capture/promoting_writes.h"
 #include "capture/torchscript_import.h"
 #include "zenith/error.h"
 
 namespace zenith::capture {
 namespace {
+
+// Whether an in-place op may become its functional form: not when a tensor it reads has another
+// dtype than the one it writes. In place, ATen computes in the promoted dtype and stores in the
+// written tensor's; the functional form would return the promoted dtype (a bfloat16 matrix
+// product's result plus a float32 bias, as LibTorch's linear adds it in place under autocast).
+// Such ops stay in place here; capture/promoting_writes.h makes the private ones functional with
+// a cast back.
+bool keeps_its_dtype(const torch::jit::Node* node) {
+  if (node->outputs().size() != 1) return true;  // no single written tensor to compare with
+  const auto written = node->output()->type()->cast<c10::TensorType>();
+  if (!written || !written->scalarType()) return false;
+  for (const auto* input : node->inputs()) {
+    const auto type = input->type()->cast<c10::TensorType>();
+    if (!type) continue;
+    if (!type->scalarType() || *type->scalarType() != *written->scalarType()) return false;
+  }
+  return true;
+}
 
 // Ops that copy tensor data into a C++ value (`.item()`, `at::equal`). The tracer records none of
 // them, yet the forward may branch or size tensors on the value: such a trace holds only for the
@@ -181,10 +200,11 @@ Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c1
   torch::jit::Inline(*graph);
   // Turn in-place ops on fresh values into their functional forms where that is provably safe;
   // what remains mutates memory the caller can see and runs as written.
-  torch::jit::RemoveTensorMutation(graph);
+  torch::jit::RemoveTensorMutation(graph, keeps_its_dtype);
   torch::jit::EliminateDeadCode(graph);
   try {
     capture.graph = import_torchscript(graph, bindings, capture.value_guards.size());
+    functionalize_promoting_writes(capture.graph);
   } catch (const Error& error) {
     capture.unsupported = error.what();
   }

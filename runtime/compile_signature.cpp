@@ -4,6 +4,10 @@
 #include "runtime/engine.h"
 
 #include <filesystem>
+#include <optional>
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <fmt/format.h>
 
@@ -20,9 +24,31 @@
 
 namespace zenith::detail {
 
+namespace {
+
+// Inside an autocast region, autocast keeps the casts of weights it made earlier in the region and
+// hands them out again: to a trace, tensors it never saw made. Off while the forward is captured
+// (and run again), every cast is made, and traced, where the forward asks for it.
+class AutocastCastCacheOff {
+ public:
+  AutocastCastCacheOff() : before_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~AutocastCastCacheOff() { at::autocast::set_autocast_cache_enabled(before_); }
+  AutocastCastCacheOff(const AutocastCastCacheOff&) = delete;
+  AutocastCastCacheOff& operator=(const AutocastCastCacheOff&) = delete;
+
+ private:
+  const bool before_;
+};
+
+}  // namespace
+
 Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args, const State& state,
                                            const Signature& signature, std::vector<DynamicDim> dims) {
   auto start = Clock::now();
+  std::optional<AutocastCastCacheOff> cast_cache_off;
+  if (!signature.autocast.empty()) cast_cache_off.emplace();
   CompileReport report;
   report.signature = signature.to_string();
   capture::Capture capture;
@@ -122,6 +148,9 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
     log::info("{}: probes: {} captures at other sizes in {:.1f} ms", options_.name, probes.size(), probe_ms);
   }
 
+  // From here on, ops run on the captured graph (constant folding, the backward's capture, the
+  // plans' first runs): the graph holds autocast's casts, which must not be made again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   report.nodes_captured = static_cast<std::int64_t>(capture.graph.nodes.size());
   Dump dump;
   bool dumping = !options_.dump_dir.empty();

@@ -4,6 +4,7 @@
 #include <set>
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "passes/effects.h"
@@ -136,6 +137,8 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
   const auto& graph = plan_->graph;
   // Kept values need no gradient: an inference plan runs only when no call tensor requires one.
   at::NoGradGuard no_grad;
+  // The graph holds the casts autocast made when it was traced; autocast must not cast again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   std::vector<at::Tensor> values(graph.values.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;

@@ -4,7 +4,6 @@
 #include "runtime/engine.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -33,17 +32,6 @@ bool keeps_type(const at::Tensor& tensor, const ir::TensorType& type) {
   if (!tensor.defined()) return true;  // it cannot become defined in place: its slot changes
   return tensor.scalar_type() == type.dtype && tensor.device() == type.device && tensor.sizes() == type.sizes &&
          tensor.strides() == type.strides && tensor.requires_grad() == type.requires_grad;
-}
-
-// The autocast regions enabled on this thread, e.g. "cuda:bfloat16" (empty: none).
-std::string autocast_regions() {
-  std::string regions;
-  for (auto device : {at::kCPU, at::kCUDA}) {
-    if (!at::autocast::is_autocast_enabled(device)) continue;
-    regions += fmt::format("{}{}:{}", regions.empty() ? "" : ",", c10::DeviceTypeName(device, /*lower_case=*/true),
-                           ir::dtype_name(at::autocast::get_autocast_dtype(device)));
-  }
-  return regions;
 }
 
 }  // namespace
@@ -231,11 +219,6 @@ c10::IValue Engine::run_eager(const std::vector<c10::IValue>& args) { return acc
 
 std::string Engine::eager_reason(bool training) const {
   if (training && !options_.compile_training) return "this call needs gradients and CompileOptions::compile_training is off";
-  // A trace under autocast does not replay faithfully: autocast's casts of cached weights and its
-  // per-op dtype choices are not all in the trace.
-  if (auto regions = autocast_regions(); !regions.empty()) {
-    return fmt::format("this call runs in an autocast region ({}), which Zenith does not compile", regions);
-  }
   return "";
 }
 

@@ -145,8 +145,8 @@ class Engine {
   /// Adds a timed run to its profile and writes the profile's file (a failure is logged).
   void record_profile_run(ReplayProfile& profile, const Plan& plan, const Signature& signature, StepTimer& timer);
   c10::IValue run_eager(const std::vector<c10::IValue>& args);
-  /// Why a call runs eagerly whatever its signature (compile_training off for a training call, an
-  /// autocast region), or empty.
+  /// Why a call runs eagerly whatever its signature (compile_training off for a training call), or
+  /// empty.
   std::string eager_reason(bool training) const;
   /// Whether the call needs gradients: grad mode on and a tensor argument or the state requires one.
   static bool needs_gradients(const std::vector<c10::IValue>& args, const State& state);

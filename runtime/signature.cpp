@@ -1,5 +1,6 @@
 #include "runtime/signature.h"
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/hash.h>
 #include <fmt/format.h>
@@ -29,13 +30,14 @@ bool ArgSignature::operator==(const ArgSignature& other) const {
 
 bool Signature::operator==(const Signature& other) const {
   return hash == other.hash && grad_mode == other.grad_mode && training == other.training &&
-         state_fingerprint == other.state_fingerprint && args == other.args;
+         autocast == other.autocast && state_fingerprint == other.state_fingerprint && args == other.args;
 }
 
 std::string Signature::to_string() const {
   std::vector<std::string> parts;
   for (const auto& arg : args) parts.push_back(describe_arg(arg));
-  return fmt::format("({}) grad={} {}", fmt::join(parts, ", "), grad_mode ? "on" : "off", training ? "train" : "eval");
+  return fmt::format("({}) grad={} {}{}", fmt::join(parts, ", "), grad_mode ? "on" : "off", training ? "train" : "eval",
+                     autocast.empty() ? "" : " autocast " + autocast);
 }
 
 std::string Signature::describe_change(const Signature& previous) const {
@@ -65,8 +67,22 @@ std::string Signature::describe_change(const Signature& previous) const {
   }
   if (grad_mode != previous.grad_mode) changes.push_back(fmt::format("grad mode {}", grad_mode ? "on" : "off"));
   if (training != previous.training) changes.push_back(training ? "train mode" : "eval mode");
+  if (autocast != previous.autocast) {
+    changes.push_back(fmt::format("autocast {} -> {}", previous.autocast.empty() ? "off" : previous.autocast,
+                                  autocast.empty() ? "off" : autocast));
+  }
   if (state_fingerprint != previous.state_fingerprint) changes.push_back("a parameter or buffer changed dtype, shape or device");
   return changes.empty() ? "nothing" : fmt::format("{}", fmt::join(changes, "; "));
+}
+
+std::string autocast_regions() {
+  std::string regions;
+  for (auto device : {at::kCPU, at::kCUDA}) {
+    if (!at::autocast::is_autocast_enabled(device)) continue;
+    regions += fmt::format("{}{}:{}", regions.empty() ? "" : ",", c10::DeviceTypeName(device, /*lower_case=*/true),
+                           ir::dtype_name(at::autocast::get_autocast_dtype(device)));
+  }
+  return regions;
 }
 
 std::size_t state_fingerprint(const std::vector<at::Tensor>& state) {
@@ -85,7 +101,9 @@ Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state
   Signature signature;
   signature.grad_mode = at::GradMode::is_enabled();
   signature.training = training;
+  signature.autocast = autocast_regions();
   std::size_t seed = c10::hash_combine(signature.grad_mode, training);
+  if (!signature.autocast.empty()) seed = c10::hash_combine(seed, std::hash<std::string>()(signature.autocast));
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto& arg = args[i];
     ArgSignature entry;

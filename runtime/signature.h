@@ -20,11 +20,15 @@ struct ArgSignature {
   bool operator==(const ArgSignature& other) const;
 };
 
-/// The signature of a call: arguments, grad mode, training flag, and the parameters' types.
+/// The signature of a call: arguments, grad mode, training flag, autocast regions, and the
+/// parameters' types.
 struct Signature {
   std::vector<ArgSignature> args;
   bool grad_mode = false;
   bool training = false;
+  /// The autocast regions enabled on the calling thread (autocast_regions()): a trace holds the
+  /// casts they made, so a plan holds for the same regions only.
+  std::string autocast;
   /// Hash of the parameters' and buffers' dtypes, sizes, strides and devices.
   std::size_t state_fingerprint = 0;
   std::size_t hash = 0;
@@ -41,6 +45,10 @@ struct Signature {
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training);
 /// As above, with the parameters' fingerprint already computed (`state_fingerprint(state)`).
 Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state_fingerprint, bool training);
+
+/// The autocast regions enabled on this thread, e.g. "cuda:bfloat16" or "cpu:bfloat16,cuda:float16"
+/// (empty: none).
+std::string autocast_regions();
 
 /// A hash of the dtypes, sizes, strides and devices of a module's parameters and buffers.
 std::size_t state_fingerprint(const std::vector<at::Tensor>& state);

@@ -46,8 +46,8 @@
 //
 // --size small is the zoo's CnnConfig::small() at batch 8, 32x32 (the CPU test); full is ResNet-50
 // at batch 16, 64x64 (the GPU run). --dtype bfloat16 runs the forward under autocast (weights,
-// gradients and optimizer in float32, as mixed-precision training does; Zenith runs calls in an
-// autocast region eagerly). On CUDA, TF32 is switched off for cuBLAS and cuDNN: a float32
+// gradients and optimizer in float32, as mixed-precision training does; Zenith compiles calls in
+// an autocast region). On CUDA, TF32 is switched off for cuBLAS and cuDNN: a float32
 // comparison must compare float32 arithmetic. Zenith compiles with CompileOptions::channels_last
 // off unless --channels-last 1 (channels-last convolutions are other cuDNN kernels, with other
 // rounding; docs/training.md). With --channels-last 1 the eager twins (eager and the controls) run
@@ -534,7 +534,7 @@ int run(const Settings& settings) {
               static_cast<long long>(stats.misses));
   const auto report = fast.report();
   if (report.signature.empty()) {
-    std::printf("  no signature was compiled: every call ran eagerly (an autocast region, or Zenith disabled)\n");
+    std::printf("  no signature was compiled: every call ran eagerly (Zenith disabled)\n");
   } else if (report.eager_fallback) {
     std::printf("  the compiled signature runs eagerly: %s\n", report.fallback_reason.c_str());
   }

@@ -193,7 +193,7 @@ RunResult train(const Settings& settings, const Shape& shape, const torch::Tenso
     result.zenith_calls = std::to_string(settings.steps - stats.eager_calls) + " compiled, " +
                           std::to_string(stats.eager_calls) + " eager";
     if (report.signature.empty()) {
-      result.zenith_calls += " (no signature compiled: every call ran eagerly, in an autocast region or with Zenith disabled)";
+      result.zenith_calls += " (no signature compiled: every call ran eagerly, with Zenith disabled)";
     } else if (report.eager_fallback) {
       result.zenith_calls += " (the signature runs eagerly: " + report.fallback_reason + ")";
     }

@@ -377,16 +377,18 @@ TEST_F(TrainingTest, GradModeIsPartOfTheSignature) {
   EXPECT_EQ(fn_module.stats().misses, 2);
 }
 
-TEST_F(TrainingTest, AutocastRegionsRunEagerly) {
+TEST_F(TrainingTest, AutocastRegionsCompileWithEagerAutocastsGradients) {
   models::MlpConfig config;
   config.in = 16;
   config.hidden = {32};
   config.out = 8;
   auto [eager, twin] = twins<models::Mlp>(config);
   auto compiled = zenith::compile(twin, strict("autocast"));
-  for (int step = 0; step < 2; ++step) {
+  for (int step = 0; step < 3; ++step) {
     eager->zero_grad();
     twin->zero_grad();
+    // Three dimensions: LibTorch's linear adds its float32 bias in place into the bfloat16 product
+    // (capture/promoting_writes.h).
     auto x = on_device(torch::randn({2, 5, 16}));
     at::autocast::set_autocast_enabled(kDevice.type(), true);
     at::autocast::set_autocast_dtype(kDevice.type(), at::kBFloat16);
@@ -396,13 +398,17 @@ TEST_F(TrainingTest, AutocastRegionsRunEagerly) {
     at::autocast::clear_cache();
     want.backward();
     got.backward();
-    EXPECT_TRUE(torch::equal(got, want));
+    // The same casts and kernels; a fused group may round an intermediate once where eager rounds
+    // twice: a few bfloat16 units in the last place (2^-8 relative).
+    expect_close(got.detach(), want.detach(), 2e-2, 1e-3, "autocast loss, step " + std::to_string(step));
     for (const auto& item : eager->named_parameters()) {
-      EXPECT_TRUE(torch::equal(twin->named_parameters()[item.key()].grad(), item.value().grad())) << item.key();
+      expect_close(twin->named_parameters()[item.key()].grad(), item.value().grad(), 2e-2, 1e-3,
+                   "autocast gradient of " + item.key() + ", step " + std::to_string(step));
     }
   }
-  EXPECT_EQ(compiled.stats().eager_calls, 2);
-  EXPECT_EQ(compiled.stats().misses, 0);
+  EXPECT_EQ(compiled.stats().eager_calls, 0);
+  EXPECT_EQ(compiled.stats().misses, 1);
+  EXPECT_EQ(compiled.stats().training_calls, 2) << "the first call is the capture";
 }
 
 TEST_F(TrainingTest, DumpHoldsTheBackward) {

@@ -1,0 +1,247 @@
+// Calls in an autocast region compile (CPU autocast, bfloat16): the trace holds the casts autocast
+// made, the plan runs them with autocast off, and the region is part of the signature. Inference
+// and training calls are compared with eager autocast on fresh inputs, results, dtypes and
+// gradients; a call outside the region gets a plan of its own. Then the rewrite of in-place
+// arithmetic that writes another dtype than it reads (capture/promoting_writes.h) on hand-built
+// graphs: what it rewrites, what it leaves, and equal results.
+#include <gtest/gtest.h>
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "capture/promoting_writes.h"
+#include "common_relative_error.h"
+#include "core/interpreter.h"
+#include "graph_builders.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::relative_error;
+
+// The plan runs the very casts and ATen kernels eager autocast runs, on the CPU plugin; elementwise
+// groups fused by the CPU plugin may round an intermediate once where eager rounds twice: up to a
+// few bfloat16 units in the last place (2^-8 = 3.9e-3 relative) on a well-scaled result. A plan that
+// computed in float32, or from stale casts, is off in dtype or by the weights' change.
+constexpr double kBfloat16Tolerance = 2e-2;
+// Outside autocast: float32 through the same kernels.
+constexpr double kFloat32Tolerance = 1e-5;
+
+// Two linear layers (autocast casts both to bfloat16), GELU and layer norm (kept in float32 by
+// CPU autocast) and a softmax.
+struct MixedImpl : torch::nn::Module {
+  MixedImpl()
+      : a(register_module("a", torch::nn::Linear(16, 32))),
+        norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})))),
+        b(register_module("b", torch::nn::Linear(32, 8))) {}
+  torch::Tensor forward(torch::Tensor x) { return torch::softmax(b(norm(torch::gelu(a(x)))), -1) * 4 + x.narrow(1, 0, 8); }
+  torch::nn::Linear a;
+  torch::nn::LayerNorm norm;
+  torch::nn::Linear b;
+};
+TORCH_MODULE(Mixed);
+
+// The CPU autocast region of a `with torch.autocast("cpu", dtype=torch.bfloat16)` block.
+class CpuAutocast {
+ public:
+  CpuAutocast() : enabled_(at::autocast::is_autocast_enabled(at::kCPU)), dtype_(at::autocast::get_autocast_dtype(at::kCPU)) {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(at::kCPU, enabled_);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype_);
+  }
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  const bool enabled_;
+  const at::ScalarType dtype_;
+};
+
+CompileOptions strict(const std::string& name) {
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  options.name = name;
+  return options;
+}
+
+TEST(Autocast, InferenceInARegionCompilesAndMatchesEagerAutocast) {
+  torch::manual_seed(41);
+  torch::NoGradGuard no_grad;
+  Mixed model;
+  model->eval();
+  auto fast = compile(model, strict("autocast inference"));
+  {
+    CpuAutocast region;
+    // An eager call first: autocast now holds casts of the weights, which the capture must not read.
+    model->forward(torch::randn({4, 16}));
+    for (int call = 0; call < 4; ++call) {
+      auto x = torch::randn({4, 16});
+      auto got = fast(x), want = model->forward(x);
+      EXPECT_EQ(got.scalar_type(), want.scalar_type()) << "call " << call;
+      EXPECT_LT(relative_error(got.to(at::kFloat), want.to(at::kFloat)), kBfloat16Tolerance) << "call " << call;
+    }
+  }
+  EXPECT_FALSE(fast.report().eager_fallback) << fast.report().fallback_reason;
+  EXPECT_NE(fast.report().signature.find("autocast cpu:bfloat16"), std::string::npos) << fast.report().signature;
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+  EXPECT_EQ(fast.stats().misses, 1);
+
+  // Outside the region: another signature, float32 throughout.
+  for (int call = 0; call < 3; ++call) {
+    auto x = torch::randn({4, 16});
+    auto got = fast(x), want = model->forward(x);
+    EXPECT_EQ(got.scalar_type(), at::kFloat);
+    EXPECT_LT(relative_error(got, want), kFloat32Tolerance) << "outside, call " << call;
+  }
+  EXPECT_EQ(fast.stats().misses, 2);
+  // In place, between calls, as a training loop's step: the next region's casts see it.
+  for (auto& p : model->parameters()) p.mul_(-0.75);
+  {
+    CpuAutocast region;
+    for (int call = 0; call < 3; ++call) {
+      auto x = torch::randn({4, 16});
+      auto got = fast(x), want = model->forward(x);
+      EXPECT_LT(relative_error(got.to(at::kFloat), want.to(at::kFloat)), kBfloat16Tolerance) << "after an update, call " << call;
+    }
+  }
+  EXPECT_EQ(fast.stats().misses, 2) << "the region's plan served again";
+}
+
+TEST(Autocast, TrainingInARegionCompilesWithEagerAutocastsGradients) {
+  torch::manual_seed(42);
+  Mixed model, twin;
+  // The twin runs eagerly with the same parameters.
+  {
+    torch::NoGradGuard no_grad;
+    auto from = model->parameters();
+    auto to = twin->parameters();
+    for (std::size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  auto fast = compile(model, strict("autocast training"));
+  for (int step = 0; step < 4; ++step) {
+    auto x = torch::randn({4, 16});
+    auto target = torch::randn({4, 8});
+    for (auto* m : {&model, &twin}) (*m)->zero_grad();
+    torch::Tensor got, want;
+    {
+      CpuAutocast region;
+      got = fast(x);
+      want = twin->forward(x);
+    }
+    EXPECT_EQ(got.scalar_type(), want.scalar_type()) << "step " << step;
+    // The loss and the backward outside the region, in float32, as autocast's documentation asks.
+    auto loss = [&](const torch::Tensor& y) { return (y.to(at::kFloat) - target).pow(2).mean(); };
+    loss(got).backward();
+    loss(want).backward();
+    auto grads = model->parameters(), want_grads = twin->parameters();
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      ASSERT_TRUE(grads[i].grad().defined()) << "parameter " << i << ", step " << step;
+      EXPECT_LT(relative_error(grads[i].grad(), want_grads[i].grad()), kBfloat16Tolerance)
+          << "parameter " << i << ", step " << step;
+    }
+    torch::NoGradGuard no_grad;  // an SGD step on both
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      grads[i].sub_(grads[i].grad() * 0.1);
+      want_grads[i].sub_(want_grads[i].grad() * 0.1);
+    }
+  }
+  EXPECT_EQ(fast.stats().eager_calls, 0) << fast.report().fallback_reason;
+  EXPECT_GE(fast.stats().training_calls, 3);
+}
+
+// LibTorch's linear on a batch of sequences adds its bias in place into the product: under autocast
+// a float32 bias into a bfloat16 result, which ATen computes in float32 and stores in bfloat16. The
+// capture makes it an add in float32 and a cast back (capture/promoting_writes.h): inference and
+// training compile, with eager's values and gradients.
+TEST(Autocast, AnInPlaceAddOfAnotherDtypeComputesAsEagerDoes) {
+  torch::manual_seed(43);
+  torch::nn::Linear model(16, 8), twin(16, 8);
+  {
+    torch::NoGradGuard no_grad;
+    twin->weight.copy_(model->weight);
+    twin->bias.copy_(model->bias);
+  }
+  auto fast = compile(model, strict("in-place bias"));
+  {
+    torch::NoGradGuard no_grad;
+    CpuAutocast region;
+    for (int call = 0; call < 3; ++call) {
+      auto x = torch::randn({2, 5, 16});
+      auto got = fast(x), want = twin->forward(x);
+      EXPECT_EQ(got.scalar_type(), at::kBFloat16);
+      EXPECT_LT(relative_error(got.to(at::kFloat), want.to(at::kFloat)), kBfloat16Tolerance) << "call " << call;
+    }
+  }
+  for (int step = 0; step < 3; ++step) {
+    model->zero_grad();
+    twin->zero_grad();
+    auto x = torch::randn({2, 5, 16});
+    torch::Tensor got, want;
+    {
+      CpuAutocast region;
+      got = fast(x);
+      want = twin->forward(x);
+    }
+    EXPECT_EQ(got.scalar_type(), want.scalar_type());
+    got.to(at::kFloat).pow(2).sum().backward();
+    want.to(at::kFloat).pow(2).sum().backward();
+    EXPECT_LT(relative_error(model->weight.grad(), twin->weight.grad()), kBfloat16Tolerance) << "step " << step;
+    EXPECT_LT(relative_error(model->bias.grad(), twin->bias.grad()), kBfloat16Tolerance) << "step " << step;
+    EXPECT_EQ(model->bias.grad().scalar_type(), at::kFloat);
+  }
+  EXPECT_EQ(fast.stats().eager_calls, 0) << fast.report().fallback_reason;
+  EXPECT_GE(fast.stats().training_calls, 2);
+}
+
+// x (bfloat16) * x, then a float32 bias added in place into it: what linear does under autocast.
+// `read_after` reads the product again after the write; `into_input` writes into x itself.
+ir::Graph bias_added_in_place(bool read_after = false, bool into_input = false) {
+  using testing::value;
+  testing::GraphBuilder b;
+  int x = b.input({2, 3}, at::kBFloat16);
+  int bias = b.parameter({3}, "bias");
+  int product = into_input ? x : b.op("aten::mul", "Tensor", {value("self", x), value("other", x)});
+  int sum = b.op("aten::add_", "Tensor", {value("self", product), value("other", bias), testing::scalar("alpha", 1)});
+  std::vector<int> outputs{sum};
+  if (read_after) outputs.push_back(b.op("aten::mul", "Scalar", {value("self", product), testing::real("other", 2.0)}));
+  return b.finish(outputs);
+}
+
+TEST(PromotingWrites, APrivateWriteBecomesTheFunctionalOpAndACastWithTheSameValues) {
+  const auto original = bias_added_in_place();
+  auto rewritten = original;
+  EXPECT_EQ(capture::functionalize_promoting_writes(rewritten), 1);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::add_"), 0);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::add"), 1);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::to"), 1);
+  for (const auto& node : rewritten.nodes) {
+    if (node.op == "aten::add") EXPECT_EQ(rewritten.value(node.outputs[0]).type.dtype, at::kFloat) << "computed in float32";
+  }
+  EXPECT_EQ(rewritten.value(rewritten.outputs[0]).type, original.value(original.outputs[0]).type);
+  // The same float32 sum rounded once to bfloat16 as in place: equal, on two draws.
+  at::manual_seed(44);
+  for (int draw = 0; draw < 2; ++draw) {
+    std::vector<at::Tensor> inputs{at::randn({2, 3}).to(at::kBFloat16), at::randn({3})};
+    const auto want = ir::interpret(original, inputs).at(0);
+    const auto got = ir::interpret(rewritten, inputs).at(0);
+    EXPECT_EQ(got.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::equal(got, want)) << "draw " << draw;
+  }
+}
+
+TEST(PromotingWrites, AWriteOthersCanSeeStaysInPlace) {
+  for (const auto& [read_after, into_input] : {std::pair{true, false}, std::pair{false, true}}) {
+    auto g = bias_added_in_place(read_after, into_input);
+    EXPECT_EQ(capture::functionalize_promoting_writes(g), 0) << "read after " << read_after << ", input " << into_input;
+    EXPECT_EQ(testing::count_nodes(g, "aten::add_"), 1);
+  }
+}
+
+}  // namespace
+}  // namespace zenith
