@@ -6,17 +6,12 @@
 #include <ATen/ATen.h>
 
 #include "core/op_schema.h"
+#include "core/node_arguments.h"
 
 namespace zenith::capture {
 namespace {
 
 const std::set<std::string> kArithmetic = {"aten::add_", "aten::sub_", "aten::mul_", "aten::div_"};
-
-int tensor_arg(const ir::Node& node, const char* name) {
-  const auto* arg = node.arg(name);
-  const auto* ref = arg ? std::get_if<ir::ValueRef>(&arg->value) : nullptr;
-  return ref ? ref->id : -1;
-}
 
 at::Tensor meta_of(const ir::TensorType& type) {
   return at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(c10::kMeta));
@@ -33,7 +28,7 @@ int functionalize_promoting_writes(ir::Graph& graph) {
   int rewritten = 0;
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     const auto& node = graph.nodes[n];  // copied, not moved: later nodes ask about earlier ones
-    const int self = tensor_arg(node, "self"), other = tensor_arg(node, "other");
+    const int self = ir::tensor_arg(node, "self"), other = ir::tensor_arg(node, "other");
     const bool candidate = kArithmetic.count(node.op) && node.overload == "Tensor" && node.outputs.size() == 1 &&
                            self >= 0 && other >= 0 && graph.value(self).type.dtype != graph.value(other).type.dtype;
     if (!candidate) {

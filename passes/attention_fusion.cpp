@@ -4,16 +4,12 @@
 #include <optional>
 #include <set>
 
+#include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/meta_values.h"
 
 namespace zenith::passes {
 namespace {
-
-const ir::ValueRef* tensor_arg(const ir::Node& node, const char* name) {
-  const auto* arg = node.arg(name);
-  return arg ? std::get_if<ir::ValueRef>(&arg->value) : nullptr;
-}
 
 std::optional<double> number_arg(const ir::Node& node, const char* name) {
   const auto* arg = node.arg(name);
@@ -46,37 +42,37 @@ class Matcher {
   std::optional<Match> match(std::size_t index) const {
     const auto& context = graph_.nodes[index];
     if (!is_op(&context, "aten::matmul", "")) return std::nullopt;
-    const auto* probabilities = tensor_arg(context, "self");
-    const auto* v = tensor_arg(context, "other");
-    if (probabilities == nullptr || v == nullptr || !only_feeds_once(probabilities->id)) return std::nullopt;
-    const auto* softmax = producer(probabilities->id);
+    const int probabilities = ir::tensor_arg(context, "self");
+    const int v = ir::tensor_arg(context, "other");
+    if (probabilities < 0 || v < 0 || !only_feeds_once(probabilities)) return std::nullopt;
+    const auto* softmax = producer(probabilities);
     if (!is_op(softmax, "aten::softmax", "int")) return std::nullopt;
     const auto* dtype = softmax->arg("dtype");
     if (dtype == nullptr || !std::holds_alternative<ir::NoneArg>(dtype->value)) return std::nullopt;
-    const auto* scores = tensor_arg(*softmax, "self");
+    const int scores = ir::tensor_arg(*softmax, "self");
     const auto* dim = softmax->arg("dim") ? std::get_if<std::int64_t>(&softmax->arg("dim")->value) : nullptr;
-    if (scores == nullptr || dim == nullptr || !only_feeds_once(scores->id)) return std::nullopt;
-    if (*dim != -1 && *dim != graph_.value(scores->id).type.rank() - 1) return std::nullopt;
+    if (scores < 0 || dim == nullptr || !only_feeds_once(scores)) return std::nullopt;
+    if (*dim != -1 && *dim != graph_.value(scores).type.rank() - 1) return std::nullopt;
     Match found;
     found.context = index;
-    found.v = v->id;
+    found.v = v;
     found.removed.push_back(node_index(softmax));
-    const auto* masked = producer(scores->id);
+    const auto* masked = producer(scores);
     std::optional<Match> chain;
     if (is_op(masked, "aten::add", "Tensor") && number_arg(*masked, "alpha") == 1.0) {
       for (auto [side, mask] : {std::pair{"self", "other"}, std::pair{"other", "self"}}) {
-        const auto* scaled = tensor_arg(*masked, side);
-        const auto* additive = tensor_arg(*masked, mask);
-        if (scaled == nullptr || additive == nullptr || !only_feeds_once(scaled->id)) continue;
-        chain = scaled_scores(scaled->id);
+        const int scaled = ir::tensor_arg(*masked, side);
+        const int additive = ir::tensor_arg(*masked, mask);
+        if (scaled < 0 || additive < 0 || !only_feeds_once(scaled)) continue;
+        chain = scaled_scores(scaled);
         if (chain) {
-          chain->mask = additive->id;
+          chain->mask = additive;
           chain->removed.push_back(node_index(masked));
           break;
         }
       }
     } else {
-      chain = scaled_scores(scores->id);
+      chain = scaled_scores(scores);
     }
     if (!chain) return std::nullopt;
     found.q = chain->q;
@@ -84,7 +80,7 @@ class Matcher {
     found.mask = chain->mask;
     found.scale = chain->scale;
     found.removed.insert(found.removed.end(), chain->removed.begin(), chain->removed.end());
-    if (!operands_fit(found, graph_.value(scores->id).type)) return std::nullopt;
+    if (!operands_fit(found, graph_.value(scores).type)) return std::nullopt;
     return found;
   }
 
@@ -95,19 +91,19 @@ class Matcher {
     const auto* node = producer(id);
     if (is_op(node, "aten::mul", "Scalar") || is_op(node, "aten::div", "Scalar")) {
       const auto number = number_arg(*node, "other");
-      const auto* scores = tensor_arg(*node, "self");
-      if (!number || *number == 0.0 || scores == nullptr || !only_feeds_once(scores->id)) return std::nullopt;
+      const int scores = ir::tensor_arg(*node, "self");
+      if (!number || *number == 0.0 || scores < 0 || !only_feeds_once(scores)) return std::nullopt;
       found.scale = node->op == "aten::mul" ? *number : 1.0 / *number;
       found.removed.push_back(node_index(node));
-      node = producer(scores->id);
+      node = producer(scores);
     }
     if (!is_op(node, "aten::matmul", "")) return std::nullopt;
-    const auto* q = tensor_arg(*node, "self");
-    const auto* transposed = tensor_arg(*node, "other");
-    if (q == nullptr || transposed == nullptr) return std::nullopt;
-    const auto* transpose = producer(transposed->id);
-    if (!is_op(transpose, "aten::transpose", "int") || tensor_arg(*transpose, "self") == nullptr) return std::nullopt;
-    const auto rank = graph_.value(transposed->id).type.rank();
+    const int q = ir::tensor_arg(*node, "self");
+    const int transposed = ir::tensor_arg(*node, "other");
+    if (q < 0 || transposed < 0) return std::nullopt;
+    const auto* transpose = producer(transposed);
+    if (!is_op(transpose, "aten::transpose", "int") || ir::tensor_arg(*transpose, "self") < 0) return std::nullopt;
+    const auto rank = graph_.value(transposed).type.rank();
     auto normalized = [&](const char* name) {
       const auto* arg = transpose->arg(name);
       const auto* d = arg ? std::get_if<std::int64_t>(&arg->value) : nullptr;
@@ -115,8 +111,8 @@ class Matcher {
     };
     const std::set<std::int64_t> dims = {normalized("dim0"), normalized("dim1")};
     if (dims != std::set<std::int64_t>{rank - 2, rank - 1}) return std::nullopt;
-    found.q = q->id;
-    found.k = tensor_arg(*transpose, "self")->id;
+    found.q = q;
+    found.k = ir::tensor_arg(*transpose, "self");
     found.removed.push_back(node_index(node));
     return found;
   }

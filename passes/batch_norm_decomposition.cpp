@@ -2,16 +2,12 @@
 
 #include <optional>
 
+#include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/meta_values.h"
 
 namespace zenith::passes {
 namespace {
-
-const ir::ValueRef* tensor_arg(const ir::Node& node, const char* name) {
-  const auto* arg = node.arg(name);
-  return arg ? std::get_if<ir::ValueRef>(&arg->value) : nullptr;
-}
 
 bool is_inference_batch_norm(const ir::Node& node) {
   if (node.op != "aten::batch_norm" || node.outputs.size() != 1) return false;
@@ -19,7 +15,8 @@ bool is_inference_batch_norm(const ir::Node& node) {
   const bool* flag = training ? std::get_if<bool>(&training->value) : nullptr;
   const auto* eps = node.arg("eps");
   return flag != nullptr && !*flag && eps != nullptr && std::holds_alternative<double>(eps->value) &&
-         tensor_arg(node, "input") && tensor_arg(node, "running_mean") && tensor_arg(node, "running_var");
+         ir::tensor_arg(node, "input") >= 0 && ir::tensor_arg(node, "running_mean") >= 0 &&
+         ir::tensor_arg(node, "running_var") >= 0;
 }
 
 // Builds one batch norm's replacement. New values are typed by running each new op on meta
@@ -32,7 +29,7 @@ class Decomposition {
   // The nodes computing the same value into the batch norm's own output, or nullopt when the
   // arithmetic would not give exactly its type (mixed dtypes promote, for one).
   std::optional<std::vector<ir::Node>> build() {
-    const int input = tensor_arg(norm_, "input")->id;
+    const int input = ir::tensor_arg(norm_, "input");
     const auto& type = graph_.value(input).type;
     if (type.rank() < 2) return std::nullopt;
     const std::int64_t channels = type.sizes[1];
@@ -40,12 +37,12 @@ class Decomposition {
     std::vector<std::int64_t> per_channel(static_cast<std::size_t>(type.rank() - 1), 1);
     per_channel[0] = channels;
     auto channel_view = [&](const char* name) -> std::optional<int> {
-      const auto* ref = tensor_arg(norm_, name);
-      if (ref == nullptr) return std::nullopt;
-      const auto& sizes = graph_.value(ref->id).type.sizes;
+      const int id = ir::tensor_arg(norm_, name);
+      if (id < 0) return std::nullopt;
+      const auto& sizes = graph_.value(id).type.sizes;
       if (sizes != std::vector<std::int64_t>{channels}) throw Refused{};
-      if (per_channel.size() == 1) return ref->id;
-      return emit("aten::view", "", {{"self", ir::ValueRef{ref->id}}, {"size", per_channel}});
+      if (per_channel.size() == 1) return id;
+      return emit("aten::view", "", {{"self", ir::ValueRef{id}}, {"size", per_channel}});
     };
     try {
       const auto mean = channel_view("running_mean");
@@ -87,7 +84,7 @@ class Decomposition {
     node.outputs = {-1};  // AtenCall checks the count of results; the id comes below
     auto result = meta_.run(node).at(0);
     auto type = type_of(result);
-    type.device = graph_.value(tensor_arg(norm_, "input")->id).type.device;
+    type.device = graph_.value(ir::tensor_arg(norm_, "input")).type.device;
     if (output >= 0) {
       const auto& want = graph_.value(output).type;
       if (type.dtype != want.dtype || type.sizes != want.sizes || type.strides != want.strides) throw Refused{};
@@ -115,7 +112,7 @@ void BatchNormDecomposition::run(ir::Graph& graph, PassReport& report) {
   for (auto& node : graph.nodes) {
     std::optional<std::vector<ir::Node>> replacement;
     if (is_inference_batch_norm(node) &&
-        (!cuda_only_ || graph.value(tensor_arg(node, "input")->id).type.device.is_cuda())) {
+        (!cuda_only_ || graph.value(ir::tensor_arg(node, "input")).type.device.is_cuda())) {
       replacement = Decomposition(graph, node).build();
     }
     if (!replacement) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/node_arguments.h"
+
 namespace zenith::passes {
 namespace {
 
@@ -12,11 +14,6 @@ bool is_one(const ir::Argument* a) {
   return false;
 }
 
-int tensor_arg(const ir::Node& node, const char* name) {
-  const auto* a = node.arg(name);
-  const auto* ref = a ? std::get_if<ir::ValueRef>(&a->value) : nullptr;
-  return ref ? ref->id : -1;
-}
 
 bool reads_only_tail(const ir::Node& node, int tail, int allowed_other) {
   auto ids = node.input_ids();
@@ -35,7 +32,7 @@ bool starts_matmul_group(const ir::Node& node) {
 MatmulGroup matmul_group_of(const ir::Graph&, const ir::Node& node) {
   MatmulGroup group;
   group.tail = node.outputs.at(0);
-  group.has_bias = node.op == "aten::addmm" || (node.op == "aten::linear" && tensor_arg(node, "bias") >= 0);
+  group.has_bias = node.op == "aten::addmm" || (node.op == "aten::linear" && ir::tensor_arg(node, "bias") >= 0);
   return group;
 }
 
@@ -58,7 +55,7 @@ bool extend_matmul_group(const ir::Graph& graph, const ir::Node& node, MatmulGro
     return true;
   }
   if (name != "aten::add.Tensor" || group.has_bias || !is_one(node.arg("alpha"))) return false;
-  int self = tensor_arg(node, "self"), other = tensor_arg(node, "other");
+  int self = ir::tensor_arg(node, "self"), other = ir::tensor_arg(node, "other");
   int bias = self == group.tail ? other : self;
   if (bias < 0 || bias == group.tail || !reads_only_tail(node, group.tail, bias)) return false;
   const auto& product = graph.value(group.tail).type;

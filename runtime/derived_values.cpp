@@ -63,6 +63,7 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
   for (const auto& [id, tensor] : graph.constants) derived_value[id] = true;
   const auto exposed = exposed_memory(*plan);
   std::vector<bool> derived_steps(plan->steps.size(), false);
+  std::vector<bool> made_by_derived(graph.values.size(), false);
   for (std::size_t s = 0; s < plan->steps.size(); ++s) {
     const auto& step = plan->steps[s];
     const bool pure = std::all_of(step.nodes.begin(), step.nodes.end(), [&](int n) {
@@ -76,7 +77,10 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
                                     [&](int id) { return exposed[id] || effects.value_mutable[id]; });
     if (!pure || !from_state || writes_input || shared || step.nodes.empty()) continue;
     derived_steps[s] = true;
-    for (int id : step.outputs) derived_value[id] = true;
+    for (int id : step.outputs) {
+      derived_value[id] = true;
+      made_by_derived[id] = true;
+    }
   }
   // Kept: derived results read by the steps that run at every call. Sources: the state they come from.
   std::set<int> kept, read_by_derived;
@@ -86,10 +90,7 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
         read_by_derived.insert(id);
         continue;
       }
-      if (!derived_value[id]) continue;
-      const bool made_by_a_step = std::none_of(graph.inputs.begin(), graph.inputs.end(), [&](int in) { return in == id; }) &&
-                                  graph.constants.count(id) == 0;
-      if (made_by_a_step) kept.insert(id);
+      if (made_by_derived[id]) kept.insert(id);
     }
   }
   if (kept.empty()) return nullptr;
