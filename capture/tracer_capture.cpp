@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include <ATen/TracerMode.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -11,6 +12,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
+#include "capture/autocast_inner_casts.h"
 #include "capture/promoting_writes.h"
 #include "capture/torchscript_import.h"
 #include "zenith/error.h"
@@ -205,6 +207,10 @@ Capture capture_forward(const detail::ModuleAccess& access, const std::vector<c1
   try {
     capture.graph = import_torchscript(graph, bindings, capture.value_guards.size());
     functionalize_promoting_writes(capture.graph);
+    if (at::autocast::is_autocast_enabled(at::kCPU) || at::autocast::is_autocast_enabled(at::kCUDA)) {
+      const auto unfit = make_autocast_inner_casts_explicit(capture.graph);
+      if (!unfit.empty()) capture.unsupported = unfit + "; this signature runs eagerly";
+    }
   } catch (const Error& error) {
     capture.unsupported = error.what();
   }

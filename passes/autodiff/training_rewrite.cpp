@@ -1,6 +1,8 @@
 #include "passes/autodiff/training_rewrite.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include <c10/core/ScalarType.h>
@@ -95,17 +97,24 @@ class Rewriter {
     return arg != nullptr && std::holds_alternative<ir::ValueRef>(arg->value);
   }
 
-  // Where eager batch_norm itself runs cuDNN's kernels (ATen's choice for CUDA float inputs with
-  // affine parameters and running statistics, cudnn_enabled): Zenith runs the same ones, so that
-  // its batch statistics round as eager's do, and cuDNN's fused backward.
+  // Where eager batch_norm itself runs cuDNN's kernels, Zenith runs the same ones, so that its batch
+  // statistics round as eager's do, and cuDNN's fused backward. ATen's choice
+  // (_select_batch_norm_backend): CUDA input of at least three dimensions, neither input nor weight
+  // bfloat16 (cuDNN's batch norm takes a bfloat16 input only with a bfloat16 weight, which ATen
+  // does not ask of it), a float16 input only with a float32 weight, affine parameters and running
+  // statistics, a batch of at most 880801, fewer than 2^31-1 elements, cudnn_enabled and eps of at
+  // least cuDNN's minimum.
   bool eager_uses_cudnn(const ir::Node& node) const {
     const auto* input = std::get_if<ir::ValueRef>(&node.arg("input")->value);
-    if (input == nullptr || !flag(node, "cudnn_enabled")) return false;
+    const auto* weight = std::get_if<ir::ValueRef>(&node.arg("weight")->value);
+    if (input == nullptr || weight == nullptr || !flag(node, "cudnn_enabled")) return false;
     const auto& type = graph_.value(input->id).type;
-    const bool floating = type.dtype == c10::kFloat || type.dtype == c10::kHalf || type.dtype == c10::kBFloat16;
-    return type.device.is_cuda() && floating && type.rank() >= 3 && type.numel() < (std::int64_t{1} << 31) &&
-           reads_value(node, "weight") && reads_value(node, "bias") && reads_value(node, "running_mean") &&
-           reads_value(node, "running_var") && real(node, "eps") >= 1e-5;
+    const auto weight_dtype = graph_.value(weight->id).type.dtype;
+    const bool dtypes = (type.dtype == c10::kFloat && weight_dtype != c10::kBFloat16) ||
+                        (type.dtype == c10::kHalf && weight_dtype == c10::kFloat);
+    return type.device.is_cuda() && dtypes && type.rank() >= 3 && type.sizes[0] <= 880801 &&
+           type.numel() < std::numeric_limits<std::int32_t>::max() && reads_value(node, "bias") &&
+           reads_value(node, "running_mean") && reads_value(node, "running_var") && real(node, "eps") >= 1e-5;
   }
 
   // Class-index targets and no label smoothing: exactly log_softmax then nll_loss_nd, as ATen's

@@ -20,7 +20,9 @@ namespace {
 
 // The PyTorch GPU plugin runs PyTorch's own CUDA kernels on the same values as eager; what moves a
 // result is cuBLAS or cuDNN picking another algorithm (another summation order) for another
-// alignment of an operand: ulps of partial sums over a few layers. A stale value is off by order one.
+// alignment of an operand, or another memory layout (CUDA inference runs convolutions channels-last):
+// ulps of partial sums over a few layers. cuDNN's TF32 is turned off for these tests, since with it
+// two algorithms differ by TF32 rounding (2^-11 per input) instead. A stale value is off by order one.
 constexpr double kTolerance = 1e-5;
 
 using testing::call_name;
@@ -33,7 +35,10 @@ class TorchGpu : public ::testing::Test {
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
     torch::manual_seed(11);
+    allowed_tf32_ = at::globalContext().allowTF32CuDNN();
+    at::globalContext().setAllowTF32CuDNN(false);
   }
+  void TearDown() override { at::globalContext().setAllowTF32CuDNN(allowed_tf32_); }
   static CompileOptions strict(const std::string& name) {
     CompileOptions options;
     options.name = name;
@@ -46,6 +51,9 @@ class TorchGpu : public ::testing::Test {
     EXPECT_EQ(report.nodes_per_backend.count("cpu"), 0u) << "a CUDA graph must not run on the CPU plugin";
     EXPECT_EQ(report.nodes_per_backend.count("jit_cuda"), 0u) << "the JIT plugin was left out";
   }
+
+ private:
+  bool allowed_tf32_ = true;
 };
 
 TEST_F(TorchGpu, Mlp) {

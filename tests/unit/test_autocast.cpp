@@ -9,10 +9,12 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "capture/autocast_inner_casts.h"
 #include "capture/promoting_writes.h"
 #include "common_relative_error.h"
 #include "core/interpreter.h"
 #include "graph_builders.h"
+#include "passes/autodiff/training_rewrite.h"
 #include "zenith/compile.h"
 
 namespace zenith {
@@ -221,7 +223,9 @@ TEST(PromotingWrites, APrivateWriteBecomesTheFunctionalOpAndACastWithTheSameValu
   EXPECT_EQ(testing::count_nodes(rewritten, "aten::add"), 1);
   EXPECT_EQ(testing::count_nodes(rewritten, "aten::to"), 1);
   for (const auto& node : rewritten.nodes) {
-    if (node.op == "aten::add") EXPECT_EQ(rewritten.value(node.outputs[0]).type.dtype, at::kFloat) << "computed in float32";
+    if (node.op == "aten::add") {
+      EXPECT_EQ(rewritten.value(node.outputs[0]).type.dtype, at::kFloat) << "computed in float32";
+    }
   }
   EXPECT_EQ(rewritten.value(rewritten.outputs[0]).type, original.value(original.outputs[0]).type);
   // The same float32 sum rounded once to bfloat16 as in place: equal, on two draws.
@@ -241,6 +245,130 @@ TEST(PromotingWrites, AWriteOthersCanSeeStaysInPlace) {
     EXPECT_EQ(capture::functionalize_promoting_writes(g), 0) << "read after " << read_after << ", input " << into_input;
     EXPECT_EQ(testing::count_nodes(g, "aten::add_"), 1);
   }
+}
+
+// A cross entropy whose log-softmax autocast kept in bfloat16 and whose nll_loss autocast cast to
+// float32 (CUDA autocast lists nll_loss, not cross_entropy_loss): the traced node reads bfloat16
+// logits and returns a float32 loss. The graph is built on the CPU and its loss retyped float32, as
+// the CUDA trace records it.
+ir::Graph cross_entropy_traced_under_autocast(c10::ScalarType logits_dtype) {
+  using testing::value;
+  testing::GraphBuilder b;
+  int logits = b.input({6, 10}, logits_dtype);
+  int target = b.input({6}, at::kLong);
+  int loss = b.op("aten::cross_entropy_loss", "",
+                  {value("self", logits), value("target", target), testing::none("weight"),
+                   testing::scalar("reduction", 1), testing::scalar("ignore_index", -100),
+                   testing::real("label_smoothing", 0.0)});
+  auto g = b.finish({loss});
+  g.values[static_cast<std::size_t>(loss)]->type.dtype = at::kFloat;
+  return g;
+}
+
+TEST(AutocastInnerCasts, ACrossEntropyAutocastCastInsideBecomesItsStepsWithTheCastInTheOpen) {
+  auto g = cross_entropy_traced_under_autocast(at::kBFloat16);
+  EXPECT_EQ(capture::make_autocast_inner_casts_explicit(g), "");
+  EXPECT_EQ(testing::count_nodes(g, "aten::cross_entropy_loss"), 0);
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].op, "aten::log_softmax");
+  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).type.dtype, at::kBFloat16) << "ATen asks for the logits' dtype";
+  EXPECT_EQ(g.nodes[1].op, "aten::to");
+  EXPECT_EQ(g.value(g.nodes[1].outputs[0]).type.dtype, at::kFloat);
+  EXPECT_EQ(g.nodes[2].op, "aten::nll_loss_nd");
+  // ATen's steps with autocast's cast between them, on two draws: the same kernels, equal values.
+  at::manual_seed(45);
+  for (int draw = 0; draw < 2; ++draw) {
+    auto logits = at::randn({6, 10}).to(at::kBFloat16);
+    auto target = at::randint(10, {6}, at::kLong);
+    const auto got = ir::interpret(g, {logits, target}).at(0);
+    const auto want = at::nll_loss_nd(at::log_softmax(logits, 1, at::kBFloat16).to(at::kFloat), target);
+    EXPECT_EQ(got.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::allclose(got, want, /*rtol=*/0, /*atol=*/0)) << "draw " << draw;
+  }
+}
+
+TEST(AutocastInnerCasts, NodesThatComputeAsRecordedAreLeftAlone) {
+  // float32 logits give a float32 loss on their own: nothing was cast inside.
+  auto g = cross_entropy_traced_under_autocast(at::kFloat);
+  EXPECT_EQ(capture::make_autocast_inner_casts_explicit(g), "");
+  EXPECT_EQ(testing::count_nodes(g, "aten::cross_entropy_loss"), 1);
+  auto chain = testing::elementwise_chain();
+  const auto before = chain.nodes.size();
+  EXPECT_EQ(capture::make_autocast_inner_casts_explicit(chain), "");
+  EXPECT_EQ(chain.nodes.size(), before);
+}
+
+// einsum is not on CPU autocast's lists; the bmm inside it is, so float32 operands give a bfloat16
+// product that the traced einsum node cannot give again. Its calls run eagerly, and say why.
+struct EinsumImpl : torch::nn::Module {
+  EinsumImpl() : weight(register_parameter("weight", torch::randn({16, 8}))) {}
+  torch::Tensor forward(torch::Tensor x) { return torch::einsum("bi,ij->bj", {x, weight}) + 1; }
+  torch::Tensor weight;
+};
+TORCH_MODULE(Einsum);
+
+TEST(AutocastInnerCasts, AnOpAutocastCastInsideThatIsNotKnownRunsEagerlyAndSaysWhich) {
+  torch::manual_seed(46);
+  torch::NoGradGuard no_grad;
+  Einsum model;
+  auto strict_fast = compile(model, strict("einsum strict"));
+  {
+    CpuAutocast region;
+    try {
+      strict_fast(torch::randn({4, 16}));
+      ADD_FAILURE() << "expected the call to be refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("aten::einsum"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("autocast cast inside it"), std::string::npos) << e.what();
+    }
+  }
+  CompileOptions lenient;
+  lenient.name = "einsum";
+  auto fast = compile(model, lenient);
+  {
+    CpuAutocast region;
+    for (int call = 0; call < 3; ++call) {
+      auto x = torch::randn({4, 16});
+      auto got = fast(x), want = model->forward(x);
+      EXPECT_EQ(got.scalar_type(), at::kBFloat16) << "call " << call;
+      EXPECT_LT(relative_error(got.to(at::kFloat), want.to(at::kFloat)), kFloat32Tolerance) << "eager's own kernels, call " << call;
+    }
+  }
+  EXPECT_EQ(fast.stats().eager_calls, 3);
+  EXPECT_NE(fast.report().fallback_reason.find("aten::einsum"), std::string::npos) << fast.report().fallback_reason;
+}
+
+// Training batch norm on CUDA runs cuDNN's kernels where eager does (ATen's
+// _select_batch_norm_backend): never for a bfloat16 input, which autocast leaves bfloat16 with its
+// float32 weight; for float16 only with a float32 weight. The rewrite reads types alone, so the graph
+// is built on the CPU and its types moved to CUDA.
+std::string training_batch_norm_op(c10::ScalarType input_dtype, c10::ScalarType weight_dtype) {
+  using testing::value;
+  testing::GraphBuilder b;
+  int x = b.input({2, 3, 4, 4});
+  int weight = b.parameter({3}, "weight"), bias = b.parameter({3}, "bias");
+  int mean = b.parameter({3}, "running_mean"), var = b.parameter({3}, "running_var");
+  int y = b.op("aten::batch_norm", "",
+               {value("input", x), value("weight", weight), value("bias", bias), value("running_mean", mean),
+                value("running_var", var), ir::Argument{"training", true}, testing::real("momentum", 0.1),
+                testing::real("eps", 1e-5), ir::Argument{"cudnn_enabled", true}});
+  auto g = b.finish({y});
+  for (auto& v : g.values) {
+    if (v) v->type.device = c10::Device(c10::kCUDA, 0);
+  }
+  g.values[static_cast<std::size_t>(x)]->type.dtype = input_dtype;
+  g.values[static_cast<std::size_t>(y)]->type.dtype = input_dtype;
+  g.values[static_cast<std::size_t>(weight)]->type.dtype = weight_dtype;
+  autodiff::rewrite_for_training(g);
+  return g.nodes.at(0).op;
+}
+
+TEST(TrainingRewrite, BatchNormRunsCudnnWhereEagerDoes) {
+  EXPECT_EQ(training_batch_norm_op(at::kFloat, at::kFloat), "aten::cudnn_batch_norm");
+  EXPECT_EQ(training_batch_norm_op(at::kHalf, at::kFloat), "aten::cudnn_batch_norm");
+  EXPECT_EQ(training_batch_norm_op(at::kBFloat16, at::kFloat), "aten::native_batch_norm");
+  EXPECT_EQ(training_batch_norm_op(at::kBFloat16, at::kBFloat16), "aten::native_batch_norm");
+  EXPECT_EQ(training_batch_norm_op(at::kHalf, at::kHalf), "aten::native_batch_norm");
 }
 
 }  // namespace
