@@ -208,7 +208,24 @@ std::vector<std::vector<std::int64_t>> forward_strides(const ir::Graph& forward,
   return run_without_trace(forward, std::move(inputs), ir::interpret_strides);
 }
 
-BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at::Tensor>& values,
+namespace {
+
+// Per value id, the index of the last node in the backward's order (the first in the forward's)
+// whose rule may read it: its value can go once that rule has run. -1 where no rule may read it.
+std::vector<int> last_backward_reader(const ir::Graph& forward, const std::vector<bool>& active) {
+  std::vector<int> last(forward.values.size(), -1);
+  for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
+    if (!active[n]) continue;
+    const auto& node = forward.nodes[n];
+    for (int id : node.input_ids()) last[id] = n;
+    for (int id : node.outputs) last[id] = n;
+  }
+  return last;
+}
+
+}  // namespace
+
+BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tensor> values,
                                  const std::vector<bool>& input_requires_grad) {
   BackwardCapture result;
   auto flow = analyse_flow(forward, input_requires_grad);
@@ -222,54 +239,72 @@ BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at:
     }
   }
 
-  // Trace inputs: every forward value with a tensor, then one gradient per differentiable output.
+  // Trace inputs: one gradient per differentiable output. The forward values a rule reads become
+  // inputs as they are first read, so that the trace holds none of them: each goes once the last
+  // rule that may read it has run, and each gradient once its node's rule has taken it, as in
+  // eager's backward. The capture's peak is the forward's values, not twice them.
   torch::jit::Stack trace_inputs;
-  std::vector<InputBinding> bindings;
-  std::vector<int> value_of_input;
-  for (std::size_t id = 0; id < values.size(); ++id) {
-    if (!values[id].defined()) continue;
-    trace_inputs.emplace_back(values[id]);
-    bindings.push_back({ir::ValueRole::Input, fmt::format("saved.{}", id)});
-    value_of_input.push_back(static_cast<int>(id));
-  }
   std::vector<int> gradient_outputs;
   for (std::size_t k = 0; k < forward.outputs.size(); ++k) {
     const int id = forward.outputs[k];
     if (!flow.needs[id]) continue;
     // Contiguous: at run time the incoming gradients are made contiguous to match.
     trace_inputs.emplace_back(at::ones(values[id].sizes(), values[id].options()));
-    bindings.push_back({ir::ValueRole::Input, fmt::format("grad.{}", k)});
     gradient_outputs.push_back(static_cast<int>(k));
   }
-  const std::size_t saved_count = value_of_input.size();
+  const auto last_reader = last_backward_reader(forward, flow.active);
+  for (std::size_t id = 0; id < values.size(); ++id) {
+    if (last_reader[id] < 0) values[id].reset();
+  }
+  std::vector<int> value_of_input;  // the forward value of each input after the gradients
   std::vector<int> input_gradients;
 
   auto differentiate = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
-    std::vector<at::Tensor> traced(values.size());
-    for (std::size_t k = 0; k < saved_count; ++k) traced[value_of_input[k]] = inputs[k].toTensor();
+    auto state = torch::jit::tracer::getTracingState();
     std::vector<at::Tensor> grads(values.size());
     for (std::size_t k = 0; k < gradient_outputs.size(); ++k) {
       const int id = forward.outputs[gradient_outputs[k]];
-      const auto& incoming = inputs[saved_count + k].toTensor();
+      const auto& incoming = inputs[k].toTensor();
       grads[id] = grads[id].defined() ? grads[id] + incoming : incoming;
     }
-    Sink sink(flow.needs, traced, grads);
-    auto value_of = [&](int id) -> const at::Tensor& { return traced.at(id); };
+    std::vector<bool> is_input(values.size(), false);
+    auto value_of = [&](int id) -> const at::Tensor& {
+      const auto& value = values.at(static_cast<std::size_t>(id));
+      if (!value.defined()) {
+        throw Error(fmt::format("autodiff: a rule read %{}, which no rule of a node naming it was to read", id));
+      }
+      if (!is_input[static_cast<std::size_t>(id)]) {
+        auto* input = state->graph->addInput(fmt::format("saved_{}", id));
+        input->inferTypeFrom(value);
+        torch::jit::tracer::setValueTrace(value, input);
+        is_input[static_cast<std::size_t>(id)] = true;
+        value_of_input.push_back(id);
+      }
+      return value;
+    };
+    Sink sink(flow.needs, values, grads);
     for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
       if (!flow.active[n]) continue;
       const auto& node = forward.nodes[n];
       std::vector<at::Tensor> outgoing;
       bool any = false;
       for (int out : node.outputs) {
-        outgoing.push_back(grads[out]);
-        any = any || grads[out].defined();
+        outgoing.push_back(std::move(grads[out]));  // taken: nothing after this rule adds to it
+        any = any || outgoing.back().defined();
       }
-      if (!any) continue;
-      if (!outgoing[0].defined()) {
-        throw Error(fmt::format("a gradient reaches a secondary result of {}, which its rule does not take",
-                                node.qualified_name()));
+      if (any) {
+        if (!outgoing[0].defined()) {
+          throw Error(fmt::format("a gradient reaches a secondary result of {}, which its rule does not take",
+                                  node.qualified_name()));
+        }
+        (*autodiff::find_derivative_rule(node))(autodiff::RuleCall(node, value_of, std::move(outgoing), run_recorded),
+                                                sink);
       }
-      (*autodiff::find_derivative_rule(node))(autodiff::RuleCall(node, value_of, std::move(outgoing), run_recorded), sink);
+      for (const auto& ids : {node.input_ids(), node.outputs}) {
+        for (int id : ids) {
+          if (last_reader[id] == n) values[id].reset();
+        }
+      }
     }
     std::vector<c10::IValue> elements;
     for (std::size_t i = 0; i < forward.inputs.size(); ++i) {
@@ -291,27 +326,37 @@ BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at:
     result.unsupported = fmt::format("a derivative rule failed: {}", message_of(error));
     return result;
   }
+  values.clear();
   auto graph = state->graph;
   torch::jit::Inline(*graph);
   torch::jit::EliminateDeadCode(graph);
+  std::vector<InputBinding> bindings;
+  for (int k : gradient_outputs) bindings.push_back({ir::ValueRole::Input, fmt::format("grad.{}", k)});
+  for (int id : value_of_input) bindings.push_back({ir::ValueRole::Input, fmt::format("saved.{}", id)});
   auto& backward = result.backward;
   backward.graph = import_torchscript(graph, bindings);
   backward.input_gradients = std::move(input_gradients);
 
-  // Keep only the inputs the backward reads.
+  // Keep only the inputs the backward reads: the saved values first, then the gradients.
   std::vector<bool> used(backward.graph.values.size(), false);
   for (const auto& node : backward.graph.nodes)
     for (int id : node.input_ids()) used[id] = true;
   for (int id : backward.graph.outputs) used[id] = true;
-  std::vector<int> inputs;
+  std::vector<int> saved_inputs, gradient_inputs;
+  const std::size_t gradient_count = gradient_outputs.size();
   for (std::size_t k = 0; k < backward.graph.inputs.size(); ++k) {
     const int id = backward.graph.inputs[k];
     if (!used[id]) continue;
-    inputs.push_back(id);
-    if (k < saved_count) backward.saved.push_back(value_of_input[k]);
-    else backward.output_gradients.push_back(gradient_outputs[k - saved_count]);
+    if (k < gradient_count) {
+      gradient_inputs.push_back(id);
+      backward.output_gradients.push_back(gradient_outputs[k]);
+    } else {
+      saved_inputs.push_back(id);
+      backward.saved.push_back(value_of_input[k - gradient_count]);
+    }
   }
-  backward.graph.inputs = std::move(inputs);
+  backward.graph.inputs = std::move(saved_inputs);
+  backward.graph.inputs.insert(backward.graph.inputs.end(), gradient_inputs.begin(), gradient_inputs.end());
   backward.graph.remove_unused_values();
   return result;
 }

@@ -33,11 +33,13 @@ std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at:
 /// strides by id (ir::interpret_strides): the layouts a rewrite that changed some left to ATen.
 std::vector<std::vector<std::int64_t>> forward_strides(const ir::Graph& forward, std::vector<at::Tensor> inputs);
 
-/// Differentiates `forward`. `values` holds every forward value's tensor (by id) from one run;
-/// `input_requires_grad` says, per forward input, whether the call's tensor requires a gradient.
-/// The backward's inputs are the forward values its rules read and the gradients of the forward
-/// outputs that lead to an input requiring one; its outputs are those inputs' gradients.
-BackwardCapture capture_backward(const ir::Graph& forward, const std::vector<at::Tensor>& values,
+/// Differentiates `forward`. `values` holds every forward value's tensor (by id) from one run; it
+/// is taken, and each value let go once no rule left to run may read it (the caller should hold no
+/// other reference, so that the memory goes too). `input_requires_grad` says, per forward input,
+/// whether the call's tensor requires a gradient. The backward's inputs are the forward values its
+/// rules read (BackwardGraph::saved), then the gradients of the forward outputs that lead to an
+/// input requiring one; its outputs are those inputs' gradients.
+BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tensor> values,
                                  const std::vector<bool>& input_requires_grad);
 
 }  // namespace zenith::capture

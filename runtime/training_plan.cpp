@@ -34,8 +34,7 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
       if (values[id].defined() && graph.values[id]) graph.values[id]->type.strides = values[id].strides().vec();
     }
   }
-  auto captured = capture::capture_backward(graph, values, requires_grad);
-  values.clear();
+  auto captured = capture::capture_backward(graph, std::move(values), requires_grad);
   TrainingBuild build;
   if (!captured.unsupported.empty()) {
     build.refusal = captured.unsupported;
