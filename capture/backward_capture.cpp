@@ -271,7 +271,9 @@ BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tenso
     auto value_of = [&](int id) -> const at::Tensor& {
       const auto& value = values.at(static_cast<std::size_t>(id));
       if (!value.defined()) {
-        throw Error(fmt::format("autodiff: a rule read %{}, which no rule of a node naming it was to read", id));
+        throw Error(fmt::format("autodiff: a rule read %{}, which the capture no longer holds: no node left to "
+                                "differentiate names it (a rule reads its own node's values only)",
+                                id));
       }
       if (!is_input[static_cast<std::size_t>(id)]) {
         auto* input = state->graph->addInput(fmt::format("saved_{}", id));
