@@ -7,21 +7,12 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <fmt/format.h>
 
-#include "core/node_arguments.h"
 #include "core/tensor_type.h"
+#include "passes/cross_entropy_steps.h"
 #include "passes/meta_values.h"
 
 namespace zenith::capture {
 namespace {
-
-bool class_index_cross_entropy(const ir::Graph& graph, const ir::Node& node) {
-  if (node.op != "aten::cross_entropy_loss" || node.outputs.size() != 1) return false;
-  const int self = ir::tensor_arg(node, "self"), target = ir::tensor_arg(node, "target");
-  const auto* smoothing = node.arg("label_smoothing");
-  const auto* amount = smoothing ? std::get_if<double>(&smoothing->value) : nullptr;
-  return self >= 0 && target >= 0 && amount != nullptr && *amount == 0.0 &&
-         !at::isFloatingType(graph.value(target).type.dtype);
-}
 
 // A new value typed as the meta run of `node` gives it, on the device of `like`.
 int add_result(ir::Graph& graph, passes::MetaValues& meta, const ir::Node& node, int like) {
@@ -31,39 +22,6 @@ int add_result(ir::Graph& graph, passes::MetaValues& meta, const ir::Node& node,
   type.device = graph.value(like).type.device;
   type.requires_grad = graph.value(like).type.requires_grad;
   return graph.add_value(type, ir::ValueRole::Intermediate);
-}
-
-// ATen's cross_entropy_loss for class indices without smoothing, with autocast's cast between its
-// two steps in the open: the log-probabilities in the logits' dtype (an explicit dtype, which
-// autocast leaves alone), cast to the loss's dtype (what autocast's nll_loss did), the loss.
-void append_cross_entropy_steps(ir::Graph& graph, passes::MetaValues& meta, const ir::Node& node,
-                                std::vector<ir::Node>& nodes) {
-  const int self = ir::tensor_arg(node, "self");
-  const auto& logits = graph.value(self).type;
-  ir::Node log_softmax;
-  log_softmax.op = "aten::log_softmax";
-  log_softmax.overload = "int";
-  log_softmax.args = {{"self", ir::ValueRef{self}},
-                      {"dim", std::int64_t{logits.rank() == 1 ? 0 : 1}},
-                      {"dtype", static_cast<std::int64_t>(logits.dtype)}};
-  log_softmax.outputs = {add_result(graph, meta, log_softmax, self)};
-  ir::Node cast;
-  cast.op = "aten::to";
-  cast.overload = "dtype";
-  cast.args = {{"self", ir::ValueRef{log_softmax.outputs[0]}},
-               {"dtype", static_cast<std::int64_t>(graph.value(node.outputs[0]).type.dtype)},
-               {"non_blocking", false},
-               {"copy", false},
-               {"memory_format", ir::NoneArg{}}};
-  cast.outputs = {add_result(graph, meta, cast, self)};
-  ir::Node nll;
-  nll.op = "aten::nll_loss_nd";
-  nll.args = {{"self", ir::ValueRef{cast.outputs[0]}}, *node.arg("target"), *node.arg("weight"),
-              *node.arg("reduction"), *node.arg("ignore_index")};
-  nll.outputs = node.outputs;
-  nodes.push_back(std::move(log_softmax));
-  nodes.push_back(std::move(cast));
-  nodes.push_back(std::move(nll));
 }
 
 std::string dtypes_read(const ir::Graph& graph, const ir::Node& node) {
@@ -105,8 +63,15 @@ std::string make_autocast_inner_casts_explicit(ir::Graph& graph) {
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     const auto& node = graph.nodes[n];
     const auto difference = dtype_difference(graph, meta, node);
-    if (!difference.empty() && class_index_cross_entropy(graph, node)) {
-      append_cross_entropy_steps(graph, meta, node, nodes);
+    if (!difference.empty() && passes::splits_into_cross_entropy_steps(graph, node)) {
+      // ATen's two steps with autocast's cast between them in the open: the log-probabilities in the
+      // logits' dtype, cast to the loss's dtype (what autocast's nll_loss did), the loss.
+      const auto loss_dtype = graph.value(node.outputs[0]).type.dtype;
+      for (auto& step : passes::cross_entropy_steps(graph, node, loss_dtype, [&](const ir::Node& step, int logits) {
+             return add_result(graph, meta, step, logits);
+           })) {
+        nodes.push_back(std::move(step));
+      }
       continue;
     }
     if (!difference.empty() && unfit.empty()) unfit = difference;

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include <c10/core/ScalarType.h>
+
+#include "passes/cross_entropy_steps.h"
 
 namespace zenith::autodiff {
 namespace {
@@ -62,8 +65,11 @@ class Rewriter {
                                {copy_arg(node, "self"), copy_arg(node, "kernel_size"), copy_arg(node, "stride"),
                                 copy_arg(node, "padding"), copy_arg(node, "dilation"), copy_arg(node, "ceil_mode")},
                                1));
-      } else if (node.op == "aten::cross_entropy_loss" && splittable_cross_entropy(node)) {
-        split_cross_entropy(node, nodes);
+      } else if (passes::splits_into_cross_entropy_steps(graph_, node)) {
+        for (auto& step : passes::cross_entropy_steps(graph_, node, std::nullopt,
+                                                      [&](const ir::Node&, int logits) { return provisional_like(logits); })) {
+          nodes.push_back(std::move(step));
+        }
       } else if (node.op == "aten::matmul" && batched(node)) {
         for (const char* operand : {"self", "other"}) make_foldable(node, operand, nodes);
         nodes.push_back(std::move(node));
@@ -115,32 +121,6 @@ class Rewriter {
     return type.device.is_cuda() && dtypes && type.rank() >= 3 && type.sizes[0] <= 880801 &&
            type.numel() < std::numeric_limits<std::int32_t>::max() && reads_value(node, "bias") &&
            reads_value(node, "running_mean") && reads_value(node, "running_var") && real(node, "eps") >= 1e-5;
-  }
-
-  // Class-index targets and no label smoothing: exactly log_softmax then nll_loss_nd, as ATen's
-  // own cross_entropy_loss computes it.
-  bool splittable_cross_entropy(const ir::Node& node) const {
-    const auto* target = std::get_if<ir::ValueRef>(&node.arg("target")->value);
-    const auto* self = std::get_if<ir::ValueRef>(&node.arg("self")->value);
-    return target != nullptr && self != nullptr && real(node, "label_smoothing") == 0.0 &&
-           !at::isFloatingType(graph_.value(target->id).type.dtype);
-  }
-
-  void split_cross_entropy(const ir::Node& node, std::vector<ir::Node>& nodes) {
-    const int self = std::get<ir::ValueRef>(node.arg("self")->value).id;
-    ir::Node log_softmax;
-    log_softmax.op = "aten::log_softmax";
-    log_softmax.overload = "int";
-    const std::int64_t class_dim = graph_.value(self).type.rank() == 1 ? 0 : 1;
-    log_softmax.args = {copy_arg(node, "self"), {"dim", class_dim}, {"dtype", ir::NoneArg{}}};
-    log_softmax.outputs = {provisional_like(self)};
-    ir::Node nll;
-    nll.op = "aten::nll_loss_nd";
-    nll.args = {{"self", ir::ValueRef{log_softmax.outputs[0]}}, copy_arg(node, "target"), copy_arg(node, "weight"),
-                copy_arg(node, "reduction"), copy_arg(node, "ignore_index")};
-    nll.outputs = node.outputs;
-    nodes.push_back(std::move(log_softmax));
-    nodes.push_back(std::move(nll));
   }
 
   // Both operands have batch dimensions: matmul folds them into one with reshape, which copies an
