@@ -1,6 +1,7 @@
 #include "capture/backward_capture.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -63,9 +64,9 @@ GradientFlow analyse_flow(const ir::Graph& forward, const std::vector<bool>& inp
 
 // Sums a gradient to the value's sizes (undoing broadcasting) with reductions the fusion pass
 // knows, then casts it to the value's dtype.
-at::Tensor fit_gradient(const at::Tensor& gradient, const at::Tensor& value) {
+at::Tensor fit_gradient(const at::Tensor& gradient, const ir::TensorType& value) {
   at::Tensor g = gradient;
-  const auto target = value.sizes();
+  const c10::IntArrayRef target(value.sizes);
   const auto lead = g.dim() - static_cast<std::int64_t>(target.size());
   if (lead > 0) {
     std::vector<std::int64_t> dims(static_cast<std::size_t>(lead));
@@ -81,14 +82,15 @@ at::Tensor fit_gradient(const at::Tensor& gradient, const at::Tensor& value) {
     throw Error(fmt::format("autodiff: a gradient of sizes {} does not fit its value of sizes {}", c10::str(g.sizes()),
                             c10::str(target)));
   }
-  if (g.scalar_type() != value.scalar_type()) g = g.to(value.scalar_type());
+  if (g.scalar_type() != value.dtype) g = g.to(value.dtype);
   return g;
 }
 
 class Sink final : public autodiff::GradientSink {
  public:
-  Sink(const std::vector<bool>& needs, const std::vector<at::Tensor>& values, std::vector<at::Tensor>& grads)
-      : needs_(needs), values_(values), grads_(grads) {}
+  Sink(const std::vector<bool>& needs, const std::vector<std::optional<ir::TensorType>>& types,
+       std::vector<at::Tensor>& grads)
+      : needs_(needs), types_(types), grads_(grads) {}
 
   void add(const autodiff::RuleCall& call, const char* name, const at::Tensor& gradient) override {
     accumulate(call.input_id(name), gradient);
@@ -107,12 +109,12 @@ class Sink final : public autodiff::GradientSink {
  private:
   void accumulate(int id, const at::Tensor& gradient) {
     if (id < 0 || !needs_[id] || !gradient.defined()) return;
-    auto fitted = fit_gradient(gradient, values_[id]);
+    auto fitted = fit_gradient(gradient, types_.at(static_cast<std::size_t>(id)).value());
     grads_[id] = grads_[id].defined() ? grads_[id] + fitted : fitted;
   }
 
   const std::vector<bool>& needs_;
-  const std::vector<at::Tensor>& values_;
+  const std::vector<std::optional<ir::TensorType>>& types_;
   std::vector<at::Tensor>& grads_;
 };
 
@@ -181,6 +183,23 @@ std::string refusal(const ir::Node& node) {
 
 namespace {
 
+// Per value id, the index of the last node in the backward's order (the first in the forward's)
+// whose rule may read it: its value can go once that rule has run. -1 where no rule may read it.
+std::vector<int> last_backward_reader(const ir::Graph& forward, const std::vector<bool>& active) {
+  std::vector<int> last(forward.values.size(), -1);
+  for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
+    if (!active[n]) continue;
+    const auto& node = forward.nodes[n];
+    for (int id : node.input_ids()) last[id] = n;
+    for (int id : node.outputs) last[id] = n;
+  }
+  return last;
+}
+
+}  // namespace
+
+namespace {
+
 // Runs `forward` through `interpret` leaving no trace: the inputs it writes are cloned, the random
 // generators of the devices involved restored afterwards.
 template <typename Interpret>
@@ -208,24 +227,22 @@ std::vector<std::vector<std::int64_t>> forward_strides(const ir::Graph& forward,
   return run_without_trace(forward, std::move(inputs), ir::interpret_strides);
 }
 
-namespace {
-
-// Per value id, the index of the last node in the backward's order (the first in the forward's)
-// whose rule may read it: its value can go once that rule has run. -1 where no rule may read it.
-std::vector<int> last_backward_reader(const ir::Graph& forward, const std::vector<bool>& active) {
-  std::vector<int> last(forward.values.size(), -1);
-  for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
-    if (!active[n]) continue;
-    const auto& node = forward.nodes[n];
-    for (int id : node.input_ids()) last[id] = n;
-    for (int id : node.outputs) last[id] = n;
-  }
-  return last;
+ir::TypedRun forward_run_for_backward(const ir::Graph& forward, std::vector<at::Tensor> inputs,
+                                      const std::vector<bool>& input_requires_grad) {
+  const auto last_reader = last_backward_reader(forward, analyse_flow(forward, input_requires_grad).active);
+  // A rule's ops are the same whatever the data of the floating values it reads, and the capture
+  // records ops, not data: those are made again, as zeros of the recorded layout, when a rule reads
+  // them. Integer and boolean values (indices, masks, targets) steer where ops read and write. By
+  // the tensor's dtype: the training rewrite's new results are typed by this run.
+  auto keep = [&](int id, const at::Tensor& tensor) {
+    return last_reader[static_cast<std::size_t>(id)] >= 0 && !differentiable_dtype(tensor.scalar_type());
+  };
+  return run_without_trace(forward, std::move(inputs), [&](const ir::Graph& graph, const std::vector<at::Tensor>& in) {
+    return ir::interpret_types(graph, in, keep);
+  });
 }
 
-}  // namespace
-
-BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tensor> values,
+BackwardCapture capture_backward(const ir::Graph& forward, ir::TypedRun run,
                                  const std::vector<bool>& input_requires_grad) {
   BackwardCapture result;
   auto flow = analyse_flow(forward, input_requires_grad);
@@ -240,19 +257,25 @@ BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tenso
   }
 
   // Trace inputs: one gradient per differentiable output. The forward values a rule reads become
-  // inputs as they are first read, so that the trace holds none of them: each goes once the last
-  // rule that may read it has run, and each gradient once its node's rule has taken it, as in
-  // eager's backward. The capture's peak is the forward's values, not twice them.
+  // inputs as they are first read, so that the trace holds none of them. Those the run did not keep
+  // (floating intermediates, see forward_run_for_backward) are made when first read; each goes once
+  // the last rule that may read it has run, and each gradient once its node's rule has taken it.
+  // The capture holds about what the forward and the backward each hold at once, not every value.
+  auto& values = run.kept;
+  const auto& types = run.types;
+  values.resize(forward.values.size());
   torch::jit::Stack trace_inputs;
   std::vector<int> gradient_outputs;
   for (std::size_t k = 0; k < forward.outputs.size(); ++k) {
     const int id = forward.outputs[k];
     if (!flow.needs[id]) continue;
     // Contiguous: at run time the incoming gradients are made contiguous to match.
-    trace_inputs.emplace_back(at::ones(values[id].sizes(), values[id].options()));
+    const auto& type = types.at(static_cast<std::size_t>(id)).value();
+    trace_inputs.emplace_back(at::ones(type.sizes, at::TensorOptions().dtype(type.dtype).device(type.device)));
     gradient_outputs.push_back(static_cast<int>(k));
   }
   const auto last_reader = last_backward_reader(forward, flow.active);
+  std::vector<bool> released(values.size(), false);
   for (std::size_t id = 0; id < values.size(); ++id) {
     if (last_reader[id] < 0) values[id].reset();
   }
@@ -269,7 +292,14 @@ BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tenso
     }
     std::vector<bool> is_input(values.size(), false);
     auto value_of = [&](int id) -> const at::Tensor& {
-      const auto& value = values.at(static_cast<std::size_t>(id));
+      auto& value = values.at(static_cast<std::size_t>(id));
+      const auto& type = types.at(static_cast<std::size_t>(id));
+      if (!value.defined() && !released[static_cast<std::size_t>(id)] && last_reader[id] >= 0 && type &&
+          differentiable_dtype(type->dtype)) {
+        value = at::empty_strided(type->sizes, type->strides,
+                                  at::TensorOptions().dtype(type->dtype).device(type->device));
+        value.zero_();  // any data would do; zeros keep the capture deterministic
+      }
       if (!value.defined()) {
         throw Error(fmt::format("autodiff: a rule read %{}, which the capture no longer holds: no node left to "
                                 "differentiate names it (a rule reads its own node's values only)",
@@ -284,7 +314,7 @@ BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tenso
       }
       return value;
     };
-    Sink sink(flow.needs, values, grads);
+    Sink sink(flow.needs, types, grads);
     for (int n = static_cast<int>(forward.nodes.size()) - 1; n >= 0; --n) {
       if (!flow.active[n]) continue;
       const auto& node = forward.nodes[n];
@@ -304,7 +334,10 @@ BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tenso
       }
       for (const auto& ids : {node.input_ids(), node.outputs}) {
         for (int id : ids) {
-          if (last_reader[id] == n) values[id].reset();
+          if (last_reader[id] == n) {
+            values[id].reset();
+            released[id] = true;
+          }
         }
       }
     }

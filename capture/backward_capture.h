@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/graph.h"
+#include "core/interpreter.h"
 #include "passes/autodiff/backward_graph.h"
 
 namespace zenith::capture {
@@ -33,13 +34,22 @@ std::vector<at::Tensor> forward_values(const ir::Graph& forward, std::vector<at:
 /// strides by id (ir::interpret_strides): the layouts a rewrite that changed some left to ATen.
 std::vector<std::vector<std::int64_t>> forward_strides(const ir::Graph& forward, std::vector<at::Tensor> inputs);
 
-/// Differentiates `forward`. `values` holds every forward value's tensor (by id) from one run; it
-/// is taken, and each value let go once no rule left to run may read it (the caller should hold no
-/// other reference, so that the memory goes too). `input_requires_grad` says, per forward input,
-/// whether the call's tensor requires a gradient. The backward's inputs are the forward values its
-/// rules read (BackwardGraph::saved), then the gradients of the forward outputs that lead to an
-/// input requiring one; its outputs are those inputs' gradients.
-BackwardCapture capture_backward(const ir::Graph& forward, std::vector<at::Tensor> values,
+/// Runs `forward` once for capture_backward, the same way (no trace left), holding each value only
+/// until its last reader as eager does: every value's type, and the tensors of the inputs and of the
+/// integer and boolean values (indices, masks, targets) a derivative rule may read. The floating
+/// values rules read are not kept: the capture records ops, and a rule's ops do not depend on their
+/// data. `input_requires_grad` as for capture_backward.
+ir::TypedRun forward_run_for_backward(const ir::Graph& forward, std::vector<at::Tensor> inputs,
+                                      const std::vector<bool>& input_requires_grad);
+
+/// Differentiates `forward`, given `run` (forward_run_for_backward's, taken: each tensor in it is let
+/// go once no rule left to run may read it, so the caller should hold no other reference).
+/// A floating value a rule reads that `run` did not keep is made as zeros of its recorded type when
+/// first read, and let go the same way. `input_requires_grad` says, per forward input, whether the
+/// call's tensor requires a gradient. The backward's inputs are the forward values its rules read
+/// (BackwardGraph::saved), then the gradients of the forward outputs that lead to an input requiring
+/// one; its outputs are those inputs' gradients.
+BackwardCapture capture_backward(const ir::Graph& forward, ir::TypedRun run,
                                  const std::vector<bool>& input_requires_grad);
 
 }  // namespace zenith::capture

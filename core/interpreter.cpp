@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/aten_call.h"
+#include "core/tensor_type.h"
 #include "zenith/error.h"
 
 namespace zenith::ir {
@@ -53,26 +54,48 @@ std::vector<at::Tensor> interpret_values(const Graph& graph, const std::vector<a
   return values;
 }
 
-std::vector<std::vector<std::int64_t>> interpret_strides(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+TypedRun interpret_types(const Graph& graph, const std::vector<at::Tensor>& inputs, const KeepValue& keep) {
   std::vector<std::size_t> last_reader(graph.values.size(), 0);
+  std::vector<bool> held(graph.values.size(), false);
+  for (int id : graph.inputs) held[static_cast<std::size_t>(id)] = true;
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     for (int id : graph.nodes[n].input_ids()) last_reader[static_cast<std::size_t>(id)] = n;
   }
-  std::vector<std::vector<std::int64_t>> strides(graph.values.size());
-  std::vector<at::Tensor> values;
+  TypedRun run;
+  run.types.resize(graph.values.size());
   for (std::size_t i = 0; i < inputs.size() && i < graph.inputs.size(); ++i) {
-    if (inputs[i].defined()) strides[static_cast<std::size_t>(graph.inputs[i])] = inputs[i].strides().vec();
+    if (inputs[i].defined()) run.types[static_cast<std::size_t>(graph.inputs[i])] = type_of(inputs[i]);
   }
+  for (const auto& [id, tensor] : graph.constants) {  // held by the graph anyway
+    if (static_cast<std::size_t>(id) >= run.types.size() || !tensor.defined()) continue;
+    run.types[id] = type_of(tensor);
+    held[static_cast<std::size_t>(id)] = true;
+  }
+  auto& values = run.kept;
+  auto drop = [&](int id, std::size_t n) {
+    const auto k = static_cast<std::size_t>(id);
+    if (!held[k] && last_reader[k] <= n) values[k].reset();  // read by no later node
+  };
   run_nodes(graph, inputs, values, [&](std::size_t n) {
     const auto& node = graph.nodes[n];
     for (int id : node.outputs) {
-      if (values[id].defined()) strides[static_cast<std::size_t>(id)] = values[id].strides().vec();
-      if (last_reader[static_cast<std::size_t>(id)] <= n) values[id].reset();  // read by no later node
+      if (values[id].defined()) {
+        run.types[static_cast<std::size_t>(id)] = type_of(values[id]);
+        held[static_cast<std::size_t>(id)] = keep && keep(id, values[id]);
+      }
+      drop(id, n);
     }
-    for (int id : node.input_ids()) {
-      if (last_reader[static_cast<std::size_t>(id)] == n) values[id].reset();
-    }
+    for (int id : node.input_ids()) drop(id, n);
   });
+  return run;
+}
+
+std::vector<std::vector<std::int64_t>> interpret_strides(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  const auto run = interpret_types(graph, inputs, nullptr);
+  std::vector<std::vector<std::int64_t>> strides(graph.values.size());
+  for (std::size_t id = 0; id < run.types.size(); ++id) {
+    if (run.types[id]) strides[id] = run.types[id]->strides;
+  }
   return strides;
 }
 

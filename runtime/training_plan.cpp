@@ -22,19 +22,19 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   for (const auto& tensor : inputs) requires_grad.push_back(tensor.requires_grad());
   const bool relaid = options_.channels_last && passes::convolutions_channels_last(graph, /*training=*/true);
   auto provisional = autodiff::rewrite_for_training(graph);
-  auto values = capture::forward_values(graph, inputs);
+  auto run = capture::forward_run_for_backward(graph, inputs, requires_grad);
   for (int id : provisional) {
-    auto type = type_of(values.at(id));
+    auto type = run.types.at(id).value();
     type.requires_grad = false;
     graph.value(id).type = type;
   }
   // Channels-last copies changed the layout of what follows them; the run says what it became.
   if (relaid) {
-    for (std::size_t id = 0; id < values.size(); ++id) {
-      if (values[id].defined() && graph.values[id]) graph.values[id]->type.strides = values[id].strides().vec();
+    for (std::size_t id = 0; id < run.types.size(); ++id) {
+      if (run.types[id] && graph.values[id]) graph.values[id]->type.strides = run.types[id]->strides;
     }
   }
-  auto captured = capture::capture_backward(graph, std::move(values), requires_grad);
+  auto captured = capture::capture_backward(graph, std::move(run), requires_grad);
   TrainingBuild build;
   if (!captured.unsupported.empty()) {
     build.refusal = captured.unsupported;
