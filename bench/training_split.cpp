@@ -1,11 +1,14 @@
 // Where a training step's time goes: the forward (with the loss), the backward and the AdamW step
 // of ResNet-50 (batch 32, 224x224) and of a 6-layer BERT-base (batch 32, sequence 128), eager and
-// through zenith::compile, float32, timed apart (the device synchronized around each). The optimizer
-// is the same code in both; it is timed too, since it reads the gradients each mode made. Prints one line per
-// model and mode (with the memory allocated after a step), then Zenith's compile reports.
-//   bench_training_split              the table
-//   bench_training_split --profile    also each mode's kernels over 5 whole steps (Kineto): how many,
-//                                     how long, and the GPU's idle time
+// through zenith::compile, float32 or under bfloat16 autocast, timed apart (the device synchronized
+// around each). The optimizer is the same code in both; it is timed too, since it reads the gradients
+// each mode made. Prints one line per model and mode (with the memory allocated after a step), then
+// Zenith's compile reports.
+//   bench_training_split [--profile] [--autocast]
+//     --profile    also each mode's kernels over 5 whole steps (Kineto): how many, how long, and the
+//                  GPU's idle time
+//     --autocast   the forwards (and losses) in a CUDA bfloat16 autocast region, as the suite's
+//                  bf16 training rows; the backward and the optimizer outside it
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include <torch/torch.h>
 
 #include "kernel_profile.h"
+#include "suite/autocast_guard.h"
 #include "models/bert.h"
 #include "models/cnn.h"
 #include "zenith/compile.h"
@@ -108,11 +112,26 @@ void time_steps(const char* name, const std::function<torch::Tensor()>& forward,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool profile = argc > 1 && std::strcmp(argv[1], "--profile") == 0;
-  if (argc > 1 && !profile) {
-    std::fprintf(stderr, "usage: bench_training_split [--profile]\n");
-    return 2;
+  bool profile = false, autocast = false;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--profile") == 0) {
+      profile = true;
+    } else if (std::strcmp(argv[a], "--autocast") == 0) {
+      autocast = true;
+    } else {
+      std::fprintf(stderr, "bench_training_split: unknown argument %s\nusage: bench_training_split [--profile] [--autocast]\n",
+                   argv[a]);
+      return 2;
+    }
   }
+  // Each forward runs in its own region, as a training loop's would.
+  auto in_region = [autocast](const std::function<torch::Tensor()>& forward) -> std::function<torch::Tensor()> {
+    if (!autocast) return forward;
+    return [forward] {
+      zenith::bench::AutocastGuard region(c10::DeviceType::CUDA, at::kBFloat16);
+      return forward();
+    };
+  };
   std::vector<std::string> profiles;
   auto* kept = profile ? &profiles : nullptr;
   if (!torch::cuda::is_available()) {
@@ -130,9 +149,9 @@ int main(int argc, char** argv) {
     model->train();
     auto images = torch::randn({32, 3, 224, 224}, device);
     auto labels = torch::randint(1000, {32}, longs);
-    time_steps("ResNet-50, eager", [&] { return model->forward(images, labels); }, *model, kept);
+    time_steps("ResNet-50, eager", in_region([&] { return model->forward(images, labels); }), *model, kept);
     auto fast = zenith::compile(model);
-    time_steps("ResNet-50, Zenith", [&] { return fast(images, labels); }, *model, kept);
+    time_steps("ResNet-50, Zenith", in_region([&] { return fast(images, labels); }), *model, kept);
     reports.push_back(fast.report().to_string() + graphs_line(fast.stats()));
   }
   {
@@ -145,9 +164,10 @@ int main(int argc, char** argv) {
     auto ids = torch::randint(config.vocab_size, {32, 128}, longs);
     auto mask = torch::ones({32, 128}, longs);
     auto labels = torch::randint(config.vocab_size, {32 * 128}, longs);
-    time_steps("BERT-base 6 layers, eager", [&] { return model->forward(ids, mask, labels); }, *model, kept);
+    time_steps("BERT-base 6 layers, eager", in_region([&] { return model->forward(ids, mask, labels); }), *model,
+               kept);
     auto fast = zenith::compile(model);
-    time_steps("BERT-base 6 layers, Zenith", [&] { return fast(ids, mask, labels); }, *model, kept);
+    time_steps("BERT-base 6 layers, Zenith", in_region([&] { return fast(ids, mask, labels); }), *model, kept);
     reports.push_back(fast.report().to_string() + graphs_line(fast.stats()));
   }
   for (const auto& report : reports) std::printf("\n%s\n", report.c_str());
