@@ -13,6 +13,7 @@
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/identity_elimination.h"
+#include "passes/round_trip_casts.h"
 #include "passes/fusion.h"
 
 namespace zenith::passes {
@@ -77,6 +78,7 @@ PassManager PassManager::default_pipeline(const CompileOptions& options) {
   manager.add(std::make_unique<BatchNormDecomposition>());
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<CommonSubexpressionElimination>());
+  manager.add(std::make_unique<RoundTripCastElimination>());
   manager.add(std::make_unique<AttentionFusion>());
   manager.add(std::make_unique<DeadCodeElimination>());
   manager.add(std::make_unique<ElementwiseFusion>());

@@ -15,6 +15,7 @@
 #include "passes/effects.h"
 #include "passes/identity_elimination.h"
 #include "passes/pass_manager.h"
+#include "passes/round_trip_casts.h"
 
 namespace zenith::passes {
 namespace {
@@ -203,6 +204,52 @@ TEST(ConstantFolding, LeavesRandomAndLargeResultsAlone) {
   EXPECT_EQ(report.counters["too_large"], 1);
 }
 
+int cast(GraphBuilder& b, int x, c10::ScalarType dtype) {
+  return b.op("aten::to", "dtype",
+              {value("self", x), scalar("dtype", static_cast<std::int64_t>(dtype)), {"non_blocking", false},
+               {"copy", false}, testing::none("memory_format")});
+}
+
+TEST(RoundTripCasts, AWideningCastAndBackIsTheValueItself) {
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    GraphBuilder b;
+    int x = b.input({4, 6}, dtype);
+    int wide = cast(b, x, at::kFloat);
+    int back = cast(b, wide, dtype);
+    int sum = b.op("aten::add", "Tensor", {value("self", back), value("other", x), scalar("alpha", 1)});
+    int scaled = b.op("aten::mul", "Scalar", {value("self", wide), real("other", 3.0)});  // keeps the widening
+    auto g = b.finish({sum, scaled});
+    auto before = g;
+    PassReport report;
+    RoundTripCastElimination().run(g, report);
+    EXPECT_EQ(report.counters["removed"], 1) << c10::toString(dtype);
+    const auto& add = g.nodes[static_cast<std::size_t>(g.producers()[sum])];
+    EXPECT_EQ(add.input_ids(), (std::vector<int>{x, x})) << "the add reads x where it read the round trip";
+    PassReport dce;
+    DeadCodeElimination().run(g, dce);
+    EXPECT_EQ(testing::count_nodes(g, "aten::to"), 1) << "the cast back is dead; the widening one is read";
+    // Exactly: every bfloat16 and float16 value survives float32.
+    expect_equal_results(before, g, b.example_inputs());
+  }
+}
+
+TEST(RoundTripCasts, LeavesNarrowingFirstReturnedResultsAndWrittenValuesAlone) {
+  GraphBuilder b;
+  int x = b.input({4, 6});
+  int narrow = cast(b, x, at::kBFloat16);  // float32 -> bfloat16 -> float32 rounds
+  int rounded = cast(b, narrow, at::kFloat);
+  int h = b.input({4, 6}, at::kHalf);
+  int returned = cast(b, cast(b, h, at::kFloat), at::kHalf);  // returned: the caller would get h itself
+  int y = b.input({3}, at::kBFloat16);
+  int y_back = cast(b, cast(b, y, at::kDouble), at::kBFloat16);
+  int written = b.op("aten::add_", "Tensor", {value("self", y_back), value("other", y), scalar("alpha", 1)});
+  int z = b.op("aten::mul", "Tensor", {value("self", rounded), value("other", x)});
+  auto g = b.finish({z, returned, written});
+  PassReport report;
+  RoundTripCastElimination().run(g, report);
+  EXPECT_EQ(report.counters["removed"], 0);
+}
+
 TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   GraphBuilder b;
   int x = b.input({3, 5});
@@ -219,8 +266,8 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   // Per pass, in pipeline order: its name and one counter's expected value.
   const std::vector<std::tuple<std::string, std::string, std::int64_t>> expected = {
       {"identities", "removed", 0},   {"decompose_batch_norm", "decomposed", 0}, {"fold_constants", "folded", 1},
-      {"cse", "merged", 1},           {"fuse_attention", "fused", 0},            {"dce", "removed", 1},
-      {"fuse_elementwise", "groups", 1},  // tanh -> mul -> add
+      {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"fuse_attention", "fused", 0},
+      {"dce", "removed", 1},          {"fuse_elementwise", "groups", 1},  // tanh -> mul -> add
   };
   ASSERT_EQ(reports.size(), expected.size());
   for (std::size_t k = 0; k < expected.size(); ++k) {
@@ -228,9 +275,9 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
     EXPECT_EQ(reports[k].name, name);
     EXPECT_EQ(reports[k].counters[counter], value) << name << " " << counter;
   }
-  EXPECT_EQ(reports[6].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[7].counters["fused_nodes"], 3);
   EXPECT_EQ(reports[2].nodes_before, 6);
-  EXPECT_EQ(reports[5].nodes_after, 3);
+  EXPECT_EQ(reports[6].nodes_after, 3);
   expect_equal_results(before, g, b.example_inputs());
 }
 
