@@ -4,14 +4,15 @@
 // around each). The optimizer is the same code in both; it is timed too, since it reads the gradients
 // each mode made. Prints one line per model and mode (with the memory allocated after a step), then
 // Zenith's compile reports.
-//   bench_training_split [--profile] [--autocast]
+//   bench_training_split [--profile] [--kernels N] [--autocast]
 //     --profile    also each mode's kernels over 5 whole steps (Kineto): how many, how long, and the
-//                  GPU's idle time
+//                  GPU's idle time; --kernels N lists the N longest kernels (default 25)
 //     --autocast   the forwards (and losses) in a CUDA bfloat16 autocast region, as the suite's
 //                  bf16 training rows; the backward and the optimizer outside it
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -74,7 +75,7 @@ double median(std::vector<double> values) {
 // Medians over 20 steps after 5 of warm-up (the first compiled call captures). With `profiles`,
 // then 5 more steps under the profiler, whose summary goes there.
 void time_steps(const char* name, const std::function<torch::Tensor()>& forward, torch::nn::Module& module,
-                std::vector<std::string>* profiles) {
+                std::vector<std::string>* profiles, std::size_t kernels) {
   torch::optim::AdamW optimizer(module.parameters(), torch::optim::AdamWOptions(1e-4));
   std::vector<double> forward_ms, backward_ms, optimizer_ms;
   for (int step = 0; step < 25; ++step) {
@@ -105,7 +106,7 @@ void time_steps(const char* name, const std::function<torch::Tensor()>& forward,
         forward().backward();
         optimizer.step();
       },
-      5, 25);
+      5, kernels);
   profiles->push_back(profile.to_markdown(name));
 }
 
@@ -113,13 +114,16 @@ void time_steps(const char* name, const std::function<torch::Tensor()>& forward,
 
 int main(int argc, char** argv) {
   bool profile = false, autocast = false;
+  std::size_t kernels = 25;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--profile") == 0) {
       profile = true;
+    } else if (std::strcmp(argv[a], "--kernels") == 0 && a + 1 < argc && std::atoi(argv[a + 1]) > 0) {
+      kernels = static_cast<std::size_t>(std::atoi(argv[++a]));
     } else if (std::strcmp(argv[a], "--autocast") == 0) {
       autocast = true;
     } else {
-      std::fprintf(stderr, "bench_training_split: unknown argument %s\nusage: bench_training_split [--profile] [--autocast]\n",
+      std::fprintf(stderr, "bench_training_split: unknown argument %s\nusage: bench_training_split [--profile] [--kernels N] [--autocast]\n",
                    argv[a]);
       return 2;
     }
@@ -149,9 +153,9 @@ int main(int argc, char** argv) {
     model->train();
     auto images = torch::randn({32, 3, 224, 224}, device);
     auto labels = torch::randint(1000, {32}, longs);
-    time_steps("ResNet-50, eager", in_region([&] { return model->forward(images, labels); }), *model, kept);
+    time_steps("ResNet-50, eager", in_region([&] { return model->forward(images, labels); }), *model, kept, kernels);
     auto fast = zenith::compile(model);
-    time_steps("ResNet-50, Zenith", in_region([&] { return fast(images, labels); }), *model, kept);
+    time_steps("ResNet-50, Zenith", in_region([&] { return fast(images, labels); }), *model, kept, kernels);
     reports.push_back(fast.report().to_string() + graphs_line(fast.stats()));
   }
   {
@@ -165,9 +169,9 @@ int main(int argc, char** argv) {
     auto mask = torch::ones({32, 128}, longs);
     auto labels = torch::randint(config.vocab_size, {32 * 128}, longs);
     time_steps("BERT-base 6 layers, eager", in_region([&] { return model->forward(ids, mask, labels); }), *model,
-               kept);
+               kept, kernels);
     auto fast = zenith::compile(model);
-    time_steps("BERT-base 6 layers, Zenith", in_region([&] { return fast(ids, mask, labels); }), *model, kept);
+    time_steps("BERT-base 6 layers, Zenith", in_region([&] { return fast(ids, mask, labels); }), *model, kept, kernels);
     reports.push_back(fast.report().to_string() + graphs_line(fast.stats()));
   }
   for (const auto& report : reports) std::printf("\n%s\n", report.c_str());
