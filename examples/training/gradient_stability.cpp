@@ -73,10 +73,10 @@
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "models/cnn.h"
+#include "autocast_scope.h"
 #include "plot_csv.h"
 #include "zenith/compile.h"
 
@@ -174,34 +174,6 @@ Settings parse(int argc, char** argv) {
   return settings;
 }
 
-// Autocast to bfloat16 for one forward, as Python's torch.autocast does it: enabled on entry, the
-// previous state restored and the cast-weight cache dropped on exit.
-class AutocastScope {
- public:
-  AutocastScope(c10::DeviceType device, bool enabled) : device_(device), enabled_(enabled) {
-    if (!enabled_) return;
-    was_enabled_ = at::autocast::is_autocast_enabled(device_);
-    was_dtype_ = at::autocast::get_autocast_dtype(device_);
-    at::autocast::set_autocast_enabled(device_, true);
-    at::autocast::set_autocast_dtype(device_, torch::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(device_, was_enabled_);
-    at::autocast::set_autocast_dtype(device_, was_dtype_);
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  c10::DeviceType device_;
-  bool enabled_;
-  bool was_enabled_ = false;
-  c10::ScalarType was_dtype_ = torch::kBFloat16;
-};
-
 struct StepResult {
   double loss = 0, norm = 0;
   std::size_t gradients = 0;  // parameters that received a gradient
@@ -242,7 +214,7 @@ StepResult train_step(LossOf& loss_of, Twin& twin, const torch::Tensor& images, 
   twin.optimizer->zero_grad();
   torch::Tensor loss;
   {
-    AutocastScope autocast(images.device().type(), bfloat16);
+    zenith::examples::AutocastScope autocast(images.device().type(), bfloat16);
     loss = loss_of(images, labels);
   }
   loss.backward();
