@@ -21,6 +21,7 @@ const Registry& registry() {
     register_shape_rules(add);
     register_reduction_rules(add);
     register_nn_rules(add);
+    register_attention_rules(add);
     return all;
   }();
   return rules;

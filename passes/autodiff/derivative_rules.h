@@ -97,5 +97,6 @@ void register_matrix_rules(std::function<void(const std::string&, DerivativeRule
 void register_shape_rules(std::function<void(const std::string&, DerivativeRule)> add);
 void register_reduction_rules(std::function<void(const std::string&, DerivativeRule)> add);
 void register_nn_rules(std::function<void(const std::string&, DerivativeRule)> add);
+void register_attention_rules(std::function<void(const std::string&, DerivativeRule)> add);
 
 }  // namespace zenith::autodiff

@@ -123,6 +123,15 @@ std::vector<Case> cases() {
        }, [] { return std::vector<at::Tensor>{leaf({2, 4, 3, 3}), torch::randint(4, {2, 3, 3}), torch::rand({4}, torch::kDouble) + 0.5}; }},
       {"nll_loss", [](auto logits, auto target, auto) { return F::nll_loss(torch::log_softmax(logits, 1), target); },
        [] { return std::vector<at::Tensor>{leaf({5, 7}), torch::randint(7, {5}), unused()}; }},
+      // Attention as models call it: an explicit scale, a float mask needing its own gradient
+      // (broadcast over heads), a boolean mask, the causal form with the default scale.
+      {"sdpa", [](at::Tensor q, at::Tensor k, at::Tensor mask) {
+         return at::scaled_dot_product_attention(q, k, k.tanh(), mask, 0.0, false, 0.3) +
+                at::scaled_dot_product_attention(q, k, k, k.sum(-1, true).transpose(-2, -1) > 0);
+       }, three({2, 3, 5, 4}, {2, 3, 6, 4}, {2, 1, 5, 6})},
+      {"sdpa_causal", [](at::Tensor q, at::Tensor k, at::Tensor v) {
+         return at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+       }, three({2, 2, 6, 8}, {2, 2, 6, 8}, {2, 2, 6, 3})},
   };
 }
 
@@ -174,7 +183,8 @@ TEST(DerivativeRules, CoverTheOpsTheIssueNames) {  // draws nothing
                          "aten::native_layer_norm", "aten::embedding", "aten::_convolution",
                          "aten::native_batch_norm", "aten::max_pool2d_with_indices", "aten::adaptive_avg_pool2d",
                          "aten::native_dropout", "aten::cross_entropy_loss", "aten::nll_loss_nd", "aten::rsqrt",
-                         "aten::pow.Tensor_Scalar", "aten::mean.dim"}) {
+                         "aten::pow.Tensor_Scalar", "aten::mean.dim", "aten::scaled_dot_product_attention",
+                         "aten::_scaled_dot_product_efficient_attention"}) {
     EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
   }
 }
