@@ -7,6 +7,8 @@
 #include "capture/backward_capture.h"
 #include "core/log.h"
 #include "passes/autodiff/backward_graph.h"
+#include "passes/attention_fusion.h"
+#include "passes/identity_elimination.h"
 #include "passes/autodiff/training_rewrite.h"
 #include "passes/channels_last_convolutions.h"
 #include "runtime/call_tensors.h"
@@ -21,6 +23,14 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   std::vector<bool> requires_grad;
   for (const auto& tensor : inputs) requires_grad.push_back(tensor.requires_grad());
   const bool relaid = options_.channels_last && passes::convolutions_channels_last(graph, /*training=*/true);
+  // Attention written out by hand becomes one scaled_dot_product_attention node before the
+  // training rewrite, which gives it the fused kernel with a backward of its own (CUDA only). A
+  // dropout of probability 0 on the probabilities (a model's configured off) goes first.
+  PassReport identities, attention;
+  passes::IdentityElimination().run(graph, identities);
+  passes::AttentionFusion().run(graph, attention);
+  const bool fused_attention = attention.counters["fused"] > 0;
+  if (fused_attention) log::info("{}: training: {} attention patterns fused", options_.name, attention.counters["fused"]);
   auto provisional = autodiff::rewrite_for_training(graph);
   auto run = capture::forward_run_for_backward(graph, inputs, requires_grad);
   for (int id : provisional) {
@@ -28,8 +38,9 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
     type.requires_grad = false;
     graph.value(id).type = type;
   }
-  // Channels-last copies changed the layout of what follows them; the run says what it became.
-  if (relaid) {
+  // Channels-last copies and fused attention changed the layout of what follows them; the run says
+  // what it became.
+  if (relaid || fused_attention) {
     for (std::size_t id = 0; id < run.types.size(); ++id) {
       if (run.types[id] && graph.values[id]) graph.values[id]->type.strides = run.types[id]->strides;
     }

@@ -2,6 +2,7 @@
 // train/eval plans, dropout, the eager fallback for ops without a rule, double backward. Every
 // comparison with eager draws fresh inputs at every call (the first call of a signature is its
 // capture, the later ones its compiled plan), from a generator each test seeds.
+#include <algorithm>
 #include <tuple>
 #include <filesystem>
 
@@ -515,6 +516,65 @@ TEST_F(TrainingTest, AutocastLlamaWithCrossEntropyCompiles) {
   check_autocast_steps(eager, twin, "autocast llama", 3, [&] {
     return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})),
                            on_device(torch::randint(config.vocab_size, {2, 8})));
+  });
+}
+
+int count_ops(const zenith::ir::Graph& graph, const std::string& op) {
+  return static_cast<int>(std::count_if(graph.nodes.begin(), graph.nodes.end(),
+                                        [&](const zenith::ir::Node& node) { return node.op == op; }));
+}
+
+// Attention as BERT writes it, without dropout: on CUDA the pattern becomes the memory-efficient
+// kernel, forward and backward (ATen's fused backward from the saved log-sum-exp), one per layer;
+// on the CPU it stays as written. Padded positions masked, gradients against eager's step by step.
+TEST_F(TrainingTest, AttentionWithoutDropoutTrainsThroughTheFusedKernel) {
+  namespace fs = std::filesystem;
+  auto config = models::BertConfig::small();
+  config.dropout = 0;
+  auto [eager, twin] = twins<BertLoss>(config);
+  eager->train();
+  twin->train();
+  auto folder = fs::temp_directory_path() / ("zenith-test-attention-dump-" + std::to_string(::getpid()));
+  auto options = strict("attention");
+  options.dump_dir = folder.string();
+  auto compiled = zenith::compile(twin, options);
+  auto mask = torch::ones({2, 8}, torch::kLong);
+  mask.index_put_({1, torch::indexing::Slice(5, torch::indexing::None)}, 0);
+  mask = on_device(mask);
+  for (int step = 0; step < 3; ++step) {
+    eager->zero_grad();
+    twin->zero_grad();
+    auto ids = on_device(torch::randint(config.vocab_size, {2, 8}));
+    auto want = eager->forward(ids, mask);
+    auto got = compiled(ids, mask);
+    want.backward();
+    got.backward();
+    expect_close(got.detach(), want.detach(), kRtol, kAtol, "attention: loss");
+    // The fused kernel's float32 sums in another order than two matrix products and a softmax.
+    expect_same_gradients(*eager, *twin, "attention step " + std::to_string(step));
+  }
+  EXPECT_EQ(compiled.stats().eager_calls, 0) << compiled.report().fallback_reason;
+  const auto report = compiled.report();
+  ASSERT_FALSE(report.dump_path.empty());
+  auto dump = zenith::dump_from_json(zenith::read_json_file(report.dump_path));
+  const int fused = kDevice.is_cuda() ? static_cast<int>(config.num_layers) : 0;
+  EXPECT_EQ(count_ops(dump.optimized, "aten::_scaled_dot_product_efficient_attention"), fused);
+  EXPECT_EQ(count_ops(dump.backward, "aten::_scaled_dot_product_efficient_attention_backward"), fused);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove(entry.path(), ec);
+  fs::remove(folder, ec);
+}
+
+// The same under bfloat16 autocast: the kernel in bfloat16 against eager's bfloat16 products.
+TEST_F(TrainingTest, AutocastAttentionWithoutDropoutCompiles) {
+  auto config = models::BertConfig::small();
+  config.dropout = 0;
+  auto [eager, twin] = twins<BertLoss>(config);
+  eager->train();
+  twin->train();
+  auto mask = on_device(torch::ones({2, 8}, torch::kLong));
+  check_autocast_steps(eager, twin, "autocast attention", 3, [&] {
+    return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask);
   });
 }
 
