@@ -130,11 +130,14 @@ class Rewriter {
   // The memory-efficient kernel with a bias, as ATen's scaled_dot_product_attention calls it on
   // CUDA: q, k, v 4-d of one floating dtype, an additive mask of theirs whose rows ATen would not
   // pad (every stride but the last a multiple of 8, the last 1: aligned_tensor<8>), and a kernel
-  // that takes these dtypes and head sizes on this device (tried once on tiny inputs).
+  // that takes these dtypes and head sizes on this device (tried once on tiny inputs). Without
+  // dropout only: with it, the random numbers must be those of the kernel eager's own
+  // scaled_dot_product_attention would choose, which may be another (cuDNN's, flash).
   bool efficient_attention_takes(const ir::Node& node) const {
     const int q = ir::tensor_arg(node, "query"), k = ir::tensor_arg(node, "key"), v = ir::tensor_arg(node, "value");
     const int mask = ir::tensor_arg(node, "attn_mask");
     if (q < 0 || k < 0 || v < 0 || mask < 0 || flag(node, "enable_gqa") || node.outputs.size() != 1) return false;
+    if (real(node, "dropout_p") != 0.0) return false;
     const auto &qt = graph_.value(q).type, &kt = graph_.value(k).type, &vt = graph_.value(v).type;
     const auto& mt = graph_.value(mask).type;
     const bool floating = qt.dtype == c10::kFloat || qt.dtype == c10::kHalf || qt.dtype == c10::kBFloat16;

@@ -9,9 +9,10 @@
 //   cross_entropy_loss         -> log_softmax, nll_loss_nd  (the log-probabilities)
 //   matmul of batched operands -> contiguous on an operand whose batch dimensions do not fold
 //                                 (the copy matmul makes inside), then matmul
-//   scaled_dot_product_attention with an additive mask, on CUDA, where the memory-efficient
+//   scaled_dot_product_attention without dropout, with an additive mask, on CUDA, where the
+//   memory-efficient kernel takes the inputs
 //                              -> expand of the mask to [B, H, T, S] (as ATen prepares it for
-//                                 kernel takes the inputs      this kernel), then
+//                                 this kernel), then
 //                                 _scaled_dot_product_efficient_attention (+ log-sum-exp, the
 //                                 random-number seed and offset), whose backward is ATen's fused one
 #pragma once
