@@ -196,10 +196,6 @@ std::vector<int> last_backward_reader(const ir::Graph& forward, const std::vecto
   return last;
 }
 
-}  // namespace
-
-namespace {
-
 // Runs `forward` through `interpret` leaving no trace: the inputs it writes are cloned, the random
 // generators of the devices involved restored afterwards.
 template <typename Interpret>

@@ -1,6 +1,8 @@
 // Reading a node's arguments by name, as the rewriting passes and the capture's rewrites do.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -14,6 +16,16 @@ inline int tensor_arg(const Node& node, const std::string& name) {
   const auto* arg = node.arg(name);
   const auto* ref = arg ? std::get_if<ValueRef>(&arg->value) : nullptr;
   return ref ? ref->id : -1;
+}
+
+/// The number argument `name` of `node` holds (the trace records a number as a double or, when
+/// integral, an int), or nullopt when the node has no such argument or it holds no number.
+inline std::optional<double> number_arg(const Node& node, const std::string& name) {
+  const auto* arg = node.arg(name);
+  if (arg == nullptr) return std::nullopt;
+  if (const auto* real = std::get_if<double>(&arg->value)) return *real;
+  if (const auto* integer = std::get_if<std::int64_t>(&arg->value)) return static_cast<double>(*integer);
+  return std::nullopt;
 }
 
 }  // namespace zenith::ir

@@ -11,14 +11,6 @@
 namespace zenith::passes {
 namespace {
 
-std::optional<double> number_arg(const ir::Node& node, const char* name) {
-  const auto* arg = node.arg(name);
-  if (arg == nullptr) return std::nullopt;
-  if (const auto* real = std::get_if<double>(&arg->value)) return *real;
-  if (const auto* integer = std::get_if<std::int64_t>(&arg->value)) return static_cast<double>(*integer);
-  return std::nullopt;
-}
-
 bool is_op(const ir::Node* node, const char* op, const char* overload) {
   return node != nullptr && node->op == op && node->overload == overload && node->outputs.size() == 1;
 }
@@ -59,7 +51,7 @@ class Matcher {
     found.removed.push_back(node_index(softmax));
     const auto* masked = producer(scores);
     std::optional<Match> chain;
-    if (is_op(masked, "aten::add", "Tensor") && number_arg(*masked, "alpha") == 1.0) {
+    if (is_op(masked, "aten::add", "Tensor") && ir::number_arg(*masked, "alpha") == 1.0) {
       for (auto [side, mask] : {std::pair{"self", "other"}, std::pair{"other", "self"}}) {
         const int scaled = ir::tensor_arg(*masked, side);
         const int additive = ir::tensor_arg(*masked, mask);
@@ -90,7 +82,7 @@ class Matcher {
     Match found;
     const auto* node = producer(id);
     if (is_op(node, "aten::mul", "Scalar") || is_op(node, "aten::div", "Scalar")) {
-      const auto number = number_arg(*node, "other");
+      const auto number = ir::number_arg(*node, "other");
       const int scores = ir::tensor_arg(*node, "self");
       if (!number || *number == 0.0 || scores < 0 || !only_feeds_once(scores)) return std::nullopt;
       found.scale = node->op == "aten::mul" ? *number : 1.0 / *number;

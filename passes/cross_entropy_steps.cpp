@@ -7,23 +7,12 @@
 #include "core/node_arguments.h"
 
 namespace zenith::passes {
-namespace {
-
-// Absent counts as no smoothing; the trace records a number as a double or, when integral, an int.
-double label_smoothing(const ir::Node& node) {
-  const auto* arg = node.arg("label_smoothing");
-  if (arg == nullptr) return 0.0;
-  if (const auto* v = std::get_if<double>(&arg->value)) return *v;
-  if (const auto* v = std::get_if<std::int64_t>(&arg->value)) return static_cast<double>(*v);
-  return -1.0;  // not a number: not ours to read
-}
-
-}  // namespace
-
 bool splits_into_cross_entropy_steps(const ir::Graph& graph, const ir::Node& node) {
   if (node.op != "aten::cross_entropy_loss" || node.outputs.size() != 1) return false;
   const int self = ir::tensor_arg(node, "self"), target = ir::tensor_arg(node, "target");
-  return self >= 0 && target >= 0 && label_smoothing(node) == 0.0 &&
+  // Absent counts as no smoothing; an argument that holds no number is not ours to read.
+  const auto smoothing = node.arg("label_smoothing") ? ir::number_arg(node, "label_smoothing") : 0.0;
+  return self >= 0 && target >= 0 && smoothing == 0.0 &&
          !at::isFloatingType(graph.value(target).type.dtype);
 }
 

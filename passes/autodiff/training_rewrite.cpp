@@ -25,13 +25,8 @@ bool flag(const ir::Node& node, const char* name) {
   return value != nullptr && *value;
 }
 
-double real(const ir::Node& node, const char* name) {
-  const auto* arg = node.arg(name);
-  if (arg == nullptr) return 0.0;
-  if (const auto* v = std::get_if<double>(&arg->value)) return *v;
-  if (const auto* v = std::get_if<std::int64_t>(&arg->value)) return static_cast<double>(*v);
-  return 0.0;
-}
+// 0 where the argument is absent or holds no number.
+double real(const ir::Node& node, const char* name) { return ir::number_arg(node, name).value_or(0.0); }
 
 class Rewriter {
  public:
