@@ -126,7 +126,8 @@ c10::Device device_of(const std::vector<c10::IValue>& args) {
 }
 
 // Runs an op boxed with the tracer paused and records it in the trace by hand: the generated
-// tracer kernels of ATen's backward ops throw on their `bool[3] output_mask` argument.
+// tracer kernels of ATen's backward ops throw on their `bool[3] output_mask` argument, and the
+// tracer records an undefined tensor as None, which a plain Tensor argument does not accept.
 std::vector<at::Tensor> run_recorded(const std::string& name, const std::string& overload,
                                      std::vector<c10::IValue> args) {
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
@@ -137,8 +138,16 @@ std::vector<at::Tensor> run_recorded(const std::string& name, const std::string&
     auto& graph = *state->graph;
     node = graph.create(c10::Symbol::fromQualString(name), /*num_outputs=*/0);
     for (const auto& arg : args) {
-      if (arg.isTensor()) node->addInput(torch::jit::tracer::getValueTrace(arg.toTensor()));
-      else node->addInput(graph.insertConstant(arg));
+      if (!arg.isTensor()) {
+        node->addInput(graph.insertConstant(arg));
+      } else if (arg.toTensor().defined()) {
+        node->addInput(torch::jit::tracer::getValueTrace(arg.toTensor()));
+      } else {
+        // An undefined tensor, as the fused attention backwards take an absent bias: the tracer
+        // would record None, which a plain Tensor argument does not accept; AutogradZero is the
+        // JIT's undefined tensor (imported as None, handed to the op as an undefined tensor).
+        node->addInput(graph.insertNode(graph.createAutogradZero())->output());
+      }
     }
     graph.insertNode(node);
   }

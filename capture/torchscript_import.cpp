@@ -137,6 +137,10 @@ class Importer {
     if (kind == c10::prim::TupleIndex) return import_index(node);
     if (kind == c10::prim::DictConstruct) return import_dict(node);
     if (kind == c10::aten::__getitem__) return import_index(node);
+    if (kind == c10::prim::AutogradZero) {  // an undefined tensor (the backward capture records one so)
+      slots_[node->output()] = ConstantSlot{ir::NoneArg{}};
+      return;
+    }
     if (node->maybeSchema() == nullptr) {
       throw Error(fmt::format(
           "capture: `{}` is not an ATen operator with a schema; Zenith cannot compile it (it runs eagerly)", where(node)));

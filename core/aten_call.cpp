@@ -26,6 +26,10 @@ struct Boxer {
   c10::IValue operator()(const ValueListRef&) const { return {}; }
 };
 
+// The tracer records an undefined tensor as None; an op whose schema takes a plain Tensor there
+// (the fused attention backwards' absent bias and sequence lengths) is handed the undefined tensor.
+bool is_plain_tensor(const c10::Argument& argument) { return argument.type()->kind() == c10::TypeKind::TensorType; }
+
 bool is_optional_tensor_list(const c10::Argument& argument) {
   auto list = argument.type()->castRaw<c10::ListType>();
   return list != nullptr && list->getElementType()->kind() == c10::TypeKind::OptionalType;
@@ -49,7 +53,8 @@ AtenCall::AtenCall(const Node& node) : node_(node) {
                           "The graph was written for another LibTorch version or is corrupt.");
   }
   for (std::size_t i = 0; i < arguments.size(); ++i) {
-    constants_.push_back(box_constant(node.args[i].value));
+    const bool undefined_tensor = std::holds_alternative<NoneArg>(node.args[i].value) && is_plain_tensor(arguments[i]);
+    constants_.push_back(undefined_tensor ? c10::IValue(at::Tensor()) : box_constant(node.args[i].value));
     optional_tensor_list_.push_back(is_optional_tensor_list(arguments[i]));
   }
 }

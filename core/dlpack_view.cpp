@@ -18,7 +18,10 @@ DLDataType to_dlpack_dtype(c10::ScalarType dtype) {
     case c10::ScalarType::Int:
     case c10::ScalarType::Short:
     case c10::ScalarType::Char: return {kDLInt, bits, 1};
-    case c10::ScalarType::Byte: return {kDLUInt, bits, 1};
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::UInt16:
+    case c10::ScalarType::UInt32:
+    case c10::ScalarType::UInt64: return {kDLUInt, bits, 1};
     case c10::ScalarType::Bool: return {ZN_DLPACK_BOOL_CODE, 8, 1};
     case c10::ScalarType::ComplexFloat:
     case c10::ScalarType::ComplexDouble: return {kDLComplex, bits, 1};
@@ -45,6 +48,9 @@ c10::ScalarType from_dlpack_dtype(DLDataType dtype) {
         break;
       case kDLUInt:
         if (dtype.bits == 8) return c10::ScalarType::Byte;
+        if (dtype.bits == 16) return c10::ScalarType::UInt16;
+        if (dtype.bits == 32) return c10::ScalarType::UInt32;
+        if (dtype.bits == 64) return c10::ScalarType::UInt64;
         break;
       case kDLComplex:
         if (dtype.bits == 64) return c10::ScalarType::ComplexFloat;

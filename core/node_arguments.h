@@ -28,4 +28,11 @@ inline std::optional<double> number_arg(const Node& node, const std::string& nam
   return std::nullopt;
 }
 
+/// Whether the argument `name` of `node` is the constant true (false when absent or not a bool).
+inline bool flag_arg(const Node& node, const std::string& name) {
+  const auto* arg = node.arg(name);
+  const auto* value = arg ? std::get_if<bool>(&arg->value) : nullptr;
+  return value != nullptr && *value;
+}
+
 }  // namespace zenith::ir

@@ -86,11 +86,15 @@ const Entry kEntries[] = {
     {"gather", C::Other, false}, {"index", C::Other, false}, {"index_put", C::Other, false},
     {"scatter", C::Other, false}, {"repeat", C::Other, false}, {"repeat_interleave", C::Other, false},
     {"cumsum", C::Other, false}, {"triu", C::Other, false}, {"tril", C::Other, false}, {"topk", C::Other, false},
-    {"sort", C::Other, false}, {"outer", C::Other, false}, {"scaled_dot_product_attention", C::Other, false},
+    {"sort", C::Other, false}, {"outer", C::Other, false}, {"scaled_dot_product_attention", C::Other, true},
     {"masked_select", C::Other, false}, {"nonzero", C::Other, false}, {"one_hot", C::Other, false},
     {"cross_entropy_loss", C::Other, false}, {"nll_loss", C::Other, false}, {"nll_loss_nd", C::Other, false},
     {"mse_loss", C::Other, false}, {"flip", C::Other, false}, {"roll", C::Other, false}, {"pad", C::Other, false},
     {"constant_pad_nd", C::Other, false}, {"upsample_nearest2d", C::Other, false},
+    // The fused attention kernels (random: with dropout_p > 0 they draw their own dropout masks).
+    {"_scaled_dot_product_efficient_attention", C::Other, true},
+    {"_scaled_dot_product_cudnn_attention", C::Other, true},
+    {"_scaled_dot_product_flash_attention", C::Other, true},
 };
 
 const std::unordered_map<std::string, const Entry*>& table() {

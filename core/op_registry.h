@@ -20,7 +20,8 @@ const char* category_name(OpCategory category);
 /// What the registry says about one op.
 struct OpInfo {
   OpCategory category = OpCategory::Other;
-  /// Draws random numbers: never folded, merged or dropped.
+  /// May draw random numbers (dropout in training, attention with dropout_p > 0): where it does,
+  /// never folded, merged or dropped.
   bool random = false;
   /// Listed in the registry (an unlisted op still runs, as Other).
   bool known = false;

@@ -11,7 +11,7 @@
 namespace zenith::ir {
 namespace {
 
-const std::array<std::pair<c10::ScalarType, const char*>, 12> kDtypeNames = {{
+const std::array<std::pair<c10::ScalarType, const char*>, 15> kDtypeNames = {{
     {c10::ScalarType::Float, "float32"},
     {c10::ScalarType::Double, "float64"},
     {c10::ScalarType::Half, "float16"},
@@ -21,6 +21,9 @@ const std::array<std::pair<c10::ScalarType, const char*>, 12> kDtypeNames = {{
     {c10::ScalarType::Short, "int16"},
     {c10::ScalarType::Char, "int8"},
     {c10::ScalarType::Byte, "uint8"},
+    {c10::ScalarType::UInt16, "uint16"},
+    {c10::ScalarType::UInt32, "uint32"},
+    {c10::ScalarType::UInt64, "uint64"},  // the fused attention kernels' random-number seed and offset
     {c10::ScalarType::Bool, "bool"},
     {c10::ScalarType::ComplexFloat, "complex64"},
     {c10::ScalarType::ComplexDouble, "complex128"},

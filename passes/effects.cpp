@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/node_arguments.h"
 #include "core/op_registry.h"
 #include "core/op_schema.h"
 
@@ -17,9 +18,11 @@ struct AliasSets {
   void join(int a, int b) { parent[find(a)] = find(b); }
 };
 
-// Dropout in eval mode (train=false) is the identity: it draws nothing.
+// Dropout in eval mode (train=false) is the identity: it draws nothing; attention draws only with
+// a dropout probability.
 bool draws_random_numbers(const ir::Node& node) {
   if (!ir::op_info(node.op).random) return false;
+  if (node.arg("dropout_p") != nullptr) return ir::number_arg(node, "dropout_p").value_or(1.0) > 0.0;
   const auto* train = node.arg("train");
   return train == nullptr || !std::holds_alternative<bool>(train->value) || std::get<bool>(train->value);
 }

@@ -29,18 +29,24 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   PassReport identities, attention;
   passes::IdentityElimination().run(graph, identities);
   passes::AttentionFusion().run(graph, attention);
-  const bool fused_attention = attention.counters["fused"] > 0;
-  if (fused_attention) log::info("{}: training: {} attention patterns fused", options_.name, attention.counters["fused"]);
-  auto provisional = autodiff::rewrite_for_training(graph);
+  if (attention.counters["fused"] > 0) {
+    log::info("{}: training: {} attention patterns fused", options_.name, attention.counters["fused"]);
+  }
+  auto rewrite = autodiff::rewrite_for_training(graph);
+  if (rewrite.attention_kernels > 0) {
+    log::info("{}: training: {} attention nodes run the fused kernel eager's scaled_dot_product_attention chooses",
+              options_.name, rewrite.attention_kernels);
+  }
   auto run = capture::forward_run_for_backward(graph, inputs, requires_grad);
-  for (int id : provisional) {
-    auto type = run.types.at(id).value();
+  for (int id : rewrite.provisional) {
+    if (!run.types.at(id)) continue;  // a result the kernel leaves undefined (None, a size)
+    auto type = *run.types[id];
     type.requires_grad = false;
     graph.value(id).type = type;
   }
-  // Channels-last copies and fused attention changed the layout of what follows them; the run says
-  // what it became.
-  if (relaid || fused_attention) {
+  // Channels-last copies and fused attention kernels changed the layout of what follows them; the
+  // run says what it became.
+  if (relaid || rewrite.attention_kernels > 0) {
     for (std::size_t id = 0; id < run.types.size(); ++id) {
       if (run.types[id] && graph.values[id]) graph.values[id]->type.strides = run.types[id]->strides;
     }

@@ -1,6 +1,6 @@
 // Derivative rules of attention: scaled_dot_product_attention as a model calls it (through its math,
-// the probabilities computed again in the backward), and the memory-efficient attention kernel the
-// training rewrite puts in its place on CUDA (through ATen's fused backward kernel).
+// the probabilities computed again in the backward), and the fused kernels the training rewrite
+// puts in its place on CUDA (cuDNN's, flash, memory-efficient: through ATen's fused backward ops).
 #include <cmath>
 #include <limits>
 
@@ -25,8 +25,8 @@ double softmax_scale(const RuleCall& c, const at::Tensor& query) {
 // again from q and k rather than saved, as the fused kernels do.
 void scaled_dot_product_attention(const RuleCall& c, GradientSink& s) {
   if (c.real("dropout_p") != 0.0) {
-    throw Error(fmt::format("{} with dropout_p {} differentiates only through the fused kernel the training "
-                            "rewrite chooses on CUDA (its random numbers are the kernel's)",
+    throw Error(fmt::format("{} with dropout_p {} differentiates only through the fused kernel eager would run "
+                            "(its random numbers are the kernel's): on CUDA with inputs that kernel takes as they are",
                             c.node().qualified_name(), c.real("dropout_p")));
   }
   if (present(c, "enable_gqa") && c.flag("enable_gqa")) {
@@ -58,23 +58,58 @@ void scaled_dot_product_attention(const RuleCall& c, GradientSink& s) {
   if (s.wanted(c, "key")) s.add(c, "key", at::matmul(grad_scores.transpose(-2, -1), q) * scale);
 }
 
-// ATen's own backward of the memory-efficient kernel, from the log-sum-exp and the random-number
-// seed and offset its forward returned: the dropout masks are the forward's.
+// An optional tensor argument as the fused backward ops take it: a tensor, undefined when absent.
+c10::IValue tensor_or_undefined(const RuleCall& c, const char* name) {
+  return c.input_id(name) >= 0 ? c10::IValue(c.input(name)) : c10::IValue(at::Tensor());
+}
+
+c10::IValue scale_of(const RuleCall& c) { return c.is_none("scale") ? c10::IValue() : c10::IValue(c.real("scale")); }
+
+void add_qkv(const RuleCall& c, GradientSink& s, const std::vector<at::Tensor>& grads) {
+  const char* names[] = {"query", "key", "value"};
+  for (std::size_t k = 0; k < 3; ++k) {
+    if (grads.at(k).defined() && s.wanted(c, names[k])) s.add(c, names[k], grads[k]);
+  }
+}
+
+// The fused kernels' backward ops below are ATen's own, from what their forward returned: the
+// log-sum-exp and the random-number seed and offset, so the dropout masks are the forward's.
+
 void efficient_attention(const RuleCall& c, GradientSink& s) {
-  if (c.input_id("attn_bias") < 0) {
-    throw Error(fmt::format("{} without attn_bias: the training rewrite makes this node only with one",
+  const bool biased = c.input_id("attn_bias") >= 0;
+  const c10::List<bool> wanted({s.wanted(c, "query"), s.wanted(c, "key"), s.wanted(c, "value"),
+                                biased && s.wanted(c, "attn_bias")});
+  auto grads = c.run("aten::_scaled_dot_product_efficient_attention_backward", "",
+                     {c.grad(), c.input("query"), c.input("key"), c.input("value"), tensor_or_undefined(c, "attn_bias"),
+                      c.output(0), c.output(1), c.output(2), c.output(3), c.real("dropout_p"), wanted,
+                      c.flag("is_causal"), scale_of(c)});
+  add_qkv(c, s, grads);
+  if (wanted.get(3) && grads.at(3).defined()) s.add(c, "attn_bias", grads[3]);
+}
+
+// cuDNN's backward gives the mask no gradient: the training rewrite chooses this kernel only for a
+// mask that needs none.
+void cudnn_attention(const RuleCall& c, GradientSink& s) {
+  if (c.input_id("attn_bias") >= 0 && s.wanted(c, "attn_bias")) {
+    throw Error(fmt::format("{}: the mask needs a gradient and cuDNN's attention backward gives it none",
                             c.node().qualified_name()));
   }
-  const c10::List<bool> wanted({s.wanted(c, "query"), s.wanted(c, "key"), s.wanted(c, "value"),
-                                s.wanted(c, "attn_bias")});
-  const c10::IValue scale = c.is_none("scale") ? c10::IValue() : c10::IValue(c.real("scale"));
-  auto grads = c.run("aten::_scaled_dot_product_efficient_attention_backward", "",
-                     {c.grad(), c.input("query"), c.input("key"), c.input("value"), c.input("attn_bias"), c.output(0),
-                      c.output(1), c.output(2), c.output(3), c.real("dropout_p"), wanted, c.flag("is_causal"), scale});
-  const char* names[] = {"query", "key", "value", "attn_bias"};
-  for (std::size_t k = 0; k < 4; ++k) {
-    if (grads.at(k).defined() && wanted.get(k)) s.add(c, names[k], grads[k]);
-  }
+  const auto& q = c.input("query");
+  const auto& k = c.input("key");
+  auto grads = c.run("aten::_scaled_dot_product_cudnn_attention_backward", "",
+                     {c.grad(), q, k, c.input("value"), c.output(0), c.output(1), c.output(6), c.output(7),
+                      tensor_or_undefined(c, "attn_bias"), at::Tensor(), at::Tensor(), q.size(2), k.size(2),
+                      c.real("dropout_p"), c.flag("is_causal"), scale_of(c)});
+  add_qkv(c, s, grads);
+}
+
+void flash_attention(const RuleCall& c, GradientSink& s) {
+  const auto& q = c.input("query");
+  const auto& k = c.input("key");
+  auto grads = c.run("aten::_scaled_dot_product_flash_attention_backward", "",
+                     {c.grad(), q, k, c.input("value"), c.output(0), c.output(1), at::Tensor(), at::Tensor(), q.size(2),
+                      k.size(2), c.real("dropout_p"), c.flag("is_causal"), c.output(6), c.output(7), scale_of(c)});
+  add_qkv(c, s, grads);
 }
 
 }  // namespace
@@ -82,6 +117,8 @@ void efficient_attention(const RuleCall& c, GradientSink& s) {
 void register_attention_rules(std::function<void(const std::string&, DerivativeRule)> add) {
   add("aten::scaled_dot_product_attention", scaled_dot_product_attention);
   add("aten::_scaled_dot_product_efficient_attention", efficient_attention);
+  add("aten::_scaled_dot_product_cudnn_attention", cudnn_attention);
+  add("aten::_scaled_dot_product_flash_attention", flash_attention);
 }
 
 }  // namespace zenith::autodiff

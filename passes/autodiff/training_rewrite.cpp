@@ -10,6 +10,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "core/node_arguments.h"
+#include "passes/autodiff/fused_attention_kernels.h"
 #include "passes/cross_entropy_steps.h"
 
 namespace zenith::autodiff {
@@ -19,11 +20,7 @@ ir::Argument copy_arg(const ir::Node& node, const char* from, const char* to = n
   return ir::Argument{to ? to : from, node.arg(from)->value};
 }
 
-bool flag(const ir::Node& node, const char* name) {
-  const auto* arg = node.arg(name);
-  const auto* value = arg ? std::get_if<bool>(&arg->value) : nullptr;
-  return value != nullptr && *value;
-}
+bool flag(const ir::Node& node, const char* name) { return ir::flag_arg(node, name); }
 
 // 0 where the argument is absent or holds no number.
 double real(const ir::Node& node, const char* name) { return ir::number_arg(node, name).value_or(0.0); }
@@ -32,7 +29,7 @@ class Rewriter {
  public:
   explicit Rewriter(ir::Graph& graph) : graph_(graph) {}
 
-  std::vector<int> run() {
+  TrainingRewrite run() {
     std::vector<ir::Node> nodes;
     nodes.reserve(graph_.nodes.size());
     for (auto& node : graph_.nodes) {
@@ -67,8 +64,10 @@ class Rewriter {
                                                       [&](const ir::Node&, int logits) { return provisional_like(logits); })) {
           nodes.push_back(std::move(step));
         }
-      } else if (node.op == "aten::scaled_dot_product_attention" && efficient_attention_takes(node)) {
-        efficient_attention(node, nodes);
+      } else if (auto kernel = eager_attention_kernel(graph_, node); kernel != AttentionKernel::None) {
+        ++attention_kernels_;
+        auto fresh = [&](const ir::TensorType& type) { return provisional_value(type); };
+        for (auto& step : fused_attention_nodes(graph_, node, kernel, fresh)) nodes.push_back(std::move(step));
       } else if (node.op == "aten::matmul" && batched(node)) {
         for (const char* operand : {"self", "other"}) make_foldable(node, operand, nodes);
         nodes.push_back(std::move(node));
@@ -77,7 +76,7 @@ class Rewriter {
       }
     }
     graph_.nodes = std::move(nodes);
-    return std::move(provisional_);
+    return {std::move(provisional_), attention_kernels_};
   }
 
  private:
@@ -91,8 +90,10 @@ class Rewriter {
     return replacement;
   }
 
-  int provisional_like(int id) {
-    int fresh = graph_.add_value(graph_.value(id).type, ir::ValueRole::Intermediate);
+  int provisional_like(int id) { return provisional_value(graph_.value(id).type); }
+
+  int provisional_value(const ir::TensorType& type) {
+    int fresh = graph_.add_value(type, ir::ValueRole::Intermediate);
     provisional_.push_back(fresh);
     return fresh;
   }
@@ -120,76 +121,6 @@ class Rewriter {
     return type.device.is_cuda() && dtypes && type.rank() >= 3 && type.sizes[0] <= 880801 &&
            type.numel() < std::numeric_limits<std::int32_t>::max() && reads_value(node, "bias") &&
            reads_value(node, "running_mean") && reads_value(node, "running_var") && real(node, "eps") >= 1e-5;
-  }
-
-  // The memory-efficient kernel with a bias, as ATen's scaled_dot_product_attention calls it on
-  // CUDA: q, k, v 4-d of one floating dtype, an additive mask of theirs whose rows ATen would not
-  // pad (every stride but the last a multiple of 8, the last 1: aligned_tensor<8>), and a kernel
-  // that takes these dtypes and head sizes on this device (tried once on tiny inputs). Without
-  // dropout only: with it, the random numbers must be those of the kernel eager's own
-  // scaled_dot_product_attention would choose, which may be another (cuDNN's, flash).
-  bool efficient_attention_takes(const ir::Node& node) const {
-    const int q = ir::tensor_arg(node, "query"), k = ir::tensor_arg(node, "key"), v = ir::tensor_arg(node, "value");
-    const int mask = ir::tensor_arg(node, "attn_mask");
-    if (q < 0 || k < 0 || v < 0 || mask < 0 || flag(node, "enable_gqa") || node.outputs.size() != 1) return false;
-    if (real(node, "dropout_p") != 0.0) return false;
-    const auto &qt = graph_.value(q).type, &kt = graph_.value(k).type, &vt = graph_.value(v).type;
-    const auto& mt = graph_.value(mask).type;
-    const bool floating = qt.dtype == c10::kFloat || qt.dtype == c10::kHalf || qt.dtype == c10::kBFloat16;
-    if (!floating || !qt.device.is_cuda() || qt.rank() != 4 || kt.rank() != 4 || vt.rank() != 4) return false;
-    if (kt.dtype != qt.dtype || vt.dtype != qt.dtype || mt.dtype != qt.dtype || mt.device != qt.device) return false;
-    if (mt.rank() < 1 || mt.rank() > 4 || mt.strides.back() != 1) return false;
-    for (std::size_t d = 0; d + 1 < mt.strides.size(); ++d) {
-      if (mt.strides[d] % 8 != 0) return false;
-    }
-    const std::vector<std::int64_t> scores = {qt.sizes[0], qt.sizes[1], qt.sizes[2], kt.sizes[2]};
-    for (std::int64_t d = 0; d < mt.rank(); ++d) {
-      const auto size = mt.sizes[static_cast<std::size_t>(d)];
-      if (size != 1 && size != scores[static_cast<std::size_t>(4 - mt.rank() + d)]) return false;
-    }
-    try {
-      const auto options = at::TensorOptions().dtype(qt.dtype).device(qt.device);
-      const auto probe = [&](std::int64_t dim) { return at::zeros({1, 1, 8, dim}, options); };
-      at::_scaled_dot_product_efficient_attention(probe(qt.sizes[3]), probe(kt.sizes[3]), probe(vt.sizes[3]),
-                                                  at::zeros({1, 1, 8, 8}, options), /*compute_log_sumexp=*/true);
-    } catch (const std::exception&) {
-      return false;
-    }
-    return true;
-  }
-
-  void efficient_attention(const ir::Node& node, std::vector<ir::Node>& nodes) {
-    const int q = ir::tensor_arg(node, "query"), k = ir::tensor_arg(node, "key");
-    const int mask = ir::tensor_arg(node, "attn_mask");
-    const auto& qt = graph_.value(q).type;
-    const auto& mt = graph_.value(mask).type;
-    const std::vector<std::int64_t> scores = {qt.sizes[0], qt.sizes[1], qt.sizes[2], graph_.value(k).type.sizes[2]};
-    auto expanded_type = mt;
-    expanded_type.sizes = scores;
-    expanded_type.strides.assign(4, 0);
-    for (std::int64_t d = 0; d < mt.rank(); ++d) {
-      const auto target = static_cast<std::size_t>(4 - mt.rank() + d);
-      const auto source = static_cast<std::size_t>(d);
-      expanded_type.strides[target] = mt.sizes[source] == scores[target] && scores[target] != 1 ? mt.strides[source] : 0;
-    }
-    ir::Node expand;
-    expand.op = "aten::expand";
-    expand.args = {{"self", ir::ValueRef{mask}}, {"size", scores}, {"implicit", false}};
-    expand.outputs = {graph_.add_value(expanded_type, ir::ValueRole::Intermediate)};
-    ir::Node fused;
-    fused.op = "aten::_scaled_dot_product_efficient_attention";
-    fused.args = {copy_arg(node, "query"),
-                  copy_arg(node, "key"),
-                  copy_arg(node, "value"),
-                  {"attn_bias", ir::ValueRef{expand.outputs[0]}},
-                  {"compute_log_sumexp", true},
-                  copy_arg(node, "dropout_p"),
-                  copy_arg(node, "is_causal"),
-                  copy_arg(node, "scale")};
-    fused.outputs = {node.outputs.at(0)};
-    for (int extra = 0; extra < 3; ++extra) fused.outputs.push_back(provisional_like(node.outputs[0]));
-    nodes.push_back(std::move(expand));
-    nodes.push_back(std::move(fused));
   }
 
   // Both operands have batch dimensions: matmul folds them into one with reshape, which copies an
@@ -244,10 +175,11 @@ class Rewriter {
 
   ir::Graph& graph_;
   std::vector<int> provisional_;
+  int attention_kernels_ = 0;
 };
 
 }  // namespace
 
-std::vector<int> rewrite_for_training(ir::Graph& graph) { return Rewriter(graph).run(); }
+TrainingRewrite rewrite_for_training(ir::Graph& graph) { return Rewriter(graph).run(); }
 
 }  // namespace zenith::autodiff

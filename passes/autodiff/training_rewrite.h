@@ -9,12 +9,11 @@
 //   cross_entropy_loss         -> log_softmax, nll_loss_nd  (the log-probabilities)
 //   matmul of batched operands -> contiguous on an operand whose batch dimensions do not fold
 //                                 (the copy matmul makes inside), then matmul
-//   scaled_dot_product_attention without dropout, with an additive mask, on CUDA, where the
-//   memory-efficient kernel takes the inputs
-//                              -> expand of the mask to [B, H, T, S] (as ATen prepares it for
-//                                 this kernel), then
-//                                 _scaled_dot_product_efficient_attention (+ log-sum-exp, the
-//                                 random-number seed and offset), whose backward is ATen's fused one
+//   scaled_dot_product_attention on CUDA, where eager's own call runs a fused kernel
+//                              -> that kernel's op as eager calls it: cuDNN's, flash or the
+//                                 memory-efficient one (+ log-sum-exp, the random-number seed and
+//                                 offset), whose backward is ATen's fused one; with dropout its
+//                                 random numbers are eager's (passes/autodiff/fused_attention_kernels.h)
 #pragma once
 
 #include <vector>
@@ -23,9 +22,17 @@
 
 namespace zenith::autodiff {
 
-/// Rewrites `graph` in place. The new results' types are provisional (copies of the first
-/// result's type): the caller runs the graph and retypes them from the tensors it gets. Returns the
-/// ids of the values whose types are provisional.
-std::vector<int> rewrite_for_training(ir::Graph& graph);
+/// What rewrite_for_training did.
+struct TrainingRewrite {
+  /// The values whose types are provisional (copies of the first result's type, or a placeholder):
+  /// the caller runs the graph and retypes them from the tensors it gets; a result that stays
+  /// undefined keeps its placeholder, and nothing reads it.
+  std::vector<int> provisional;
+  /// Attention nodes that became a fused kernel: the layouts after them are the kernel's.
+  int attention_kernels = 0;
+};
+
+/// Rewrites `graph` in place.
+TrainingRewrite rewrite_for_training(ir::Graph& graph);
 
 }  // namespace zenith::autodiff

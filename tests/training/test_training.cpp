@@ -3,14 +3,17 @@
 // comparison with eager draws fresh inputs at every call (the first call of a signature is its
 // capture, the later ones its compiled plan), from a generator each test seeds.
 #include <algorithm>
-#include <tuple>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <tuple>
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <ATen/SDPBackend.h>
 #include <ATen/autocast_mode.h>
 
 #include "common_relative_error.h"
@@ -121,14 +124,20 @@ TORCH_MODULE(LlamaLoss);
 // Two identical modules; each step runs both on the same fresh inputs (`draw()`, a tuple of the
 // forward's arguments) and compares loss and gradients: step 0 is the capture, later steps run the
 // compiled forward and backward on values the capture never saw.
+// Returns the compile report (its dump_path names the dump when `dump_dir` asks for one).
 template <typename Module, typename Draw>
-void check_steps(Module eager, Module twin, const std::string& what, int steps, Draw draw) {
-  auto compiled = zenith::compile(twin, strict(what));
+zenith::CompileReport check_steps(Module eager, Module twin, const std::string& what, int steps, Draw draw,
+                                  const std::string& dump_dir = "") {
+  auto options = strict(what);
+  options.dump_dir = dump_dir;
+  auto compiled = zenith::compile(twin, options);
   for (int step = 0; step < steps; ++step) {
     eager->zero_grad();
     twin->zero_grad();
     auto args = draw();
+    torch::manual_seed(100 + step);  // random draws (dropout) alike on both sides
     auto want = std::apply([&](const auto&... a) { return eager->forward(a...); }, args);
+    torch::manual_seed(100 + step);
     auto got = std::apply([&](const auto&... a) { return compiled(a...); }, args);
     want.backward();
     got.backward();
@@ -138,6 +147,7 @@ void check_steps(Module eager, Module twin, const std::string& what, int steps, 
   EXPECT_EQ(compiled.stats().training_calls, steps - 1) << compiled.report().to_string();
   EXPECT_TRUE(compiled.report().backward.compiled);
   EXPECT_EQ(compiled.stats().eager_calls, 0);
+  return compiled.report();
 }
 
 template <typename Module, typename Config>
@@ -436,8 +446,11 @@ class AutocastRegion {
 // check_steps with each forward in the region and the backward outside it, as autocast's
 // documentation asks; dropout's draws are seeded alike for both.
 template <typename Module, typename Draw>
-void check_autocast_steps(Module eager, Module twin, const std::string& what, int steps, Draw draw) {
-  auto compiled = zenith::compile(twin, strict(what));
+zenith::CompileReport check_autocast_steps(Module eager, Module twin, const std::string& what, int steps, Draw draw,
+                                           const std::string& dump_dir = "") {
+  auto options = strict(what);
+  options.dump_dir = dump_dir;
+  auto compiled = zenith::compile(twin, options);
   for (int step = 0; step < steps; ++step) {
     eager->zero_grad();
     twin->zero_grad();
@@ -482,6 +495,7 @@ void check_autocast_steps(Module eager, Module twin, const std::string& what, in
   }
   EXPECT_EQ(compiled.stats().eager_calls, 0) << compiled.report().fallback_reason;
   EXPECT_EQ(compiled.stats().training_calls, steps - 1) << "the first call is the capture";
+  return compiled.report();
 }
 
 // Batch norm and the loss inside the compiled call, in the region: on CUDA, batch norm's bfloat16
@@ -524,9 +538,10 @@ int count_ops(const zenith::ir::Graph& graph, const std::string& op) {
                                         [&](const zenith::ir::Node& node) { return node.op == op; }));
 }
 
-// Attention as BERT writes it, without dropout: on CUDA the pattern becomes the memory-efficient
-// kernel, forward and backward (ATen's fused backward from the saved log-sum-exp), one per layer;
-// on the CPU it stays as written. Padded positions masked, gradients against eager's step by step.
+// Attention as BERT writes it, without dropout: on CUDA the pattern becomes the fused kernel ATen
+// chooses for float32 (the memory-efficient one on the H100 and H200), forward and backward
+// (ATen's fused backward from the saved log-sum-exp), one per layer; on the CPU it stays as
+// written. Padded positions masked, gradients against eager's step by step.
 TEST_F(TrainingTest, AttentionWithoutDropoutTrainsThroughTheFusedKernel) {
   namespace fs = std::filesystem;
   auto config = models::BertConfig::small();
@@ -576,6 +591,148 @@ TEST_F(TrainingTest, AutocastAttentionWithoutDropoutCompiles) {
   check_autocast_steps(eager, twin, "autocast attention", 3, [&] {
     return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask);
   });
+}
+
+// Self-attention as models that call scaled_dot_product_attention write it (Hugging Face's "sdpa"
+// attention), with dropout on the probabilities in training: projections, heads split by view and
+// permute, an additive padding mask or a causal one, the loss a projection of the output.
+struct SdpaBlockImpl : torch::nn::Module {
+  SdpaBlockImpl(std::int64_t hidden, std::int64_t heads, bool masked, bool causal)
+      : heads(heads), masked(masked), causal(causal),
+        qkv(register_module("qkv", torch::nn::Linear(hidden, 3 * hidden))),
+        out(register_module("out", torch::nn::Linear(hidden, hidden))),
+        direction(register_buffer("direction", torch::randn({hidden}))) {}
+  torch::Tensor forward(torch::Tensor x, torch::Tensor bias) {
+    const auto batch = x.size(0), length = x.size(1), hidden = x.size(2);
+    auto parts = qkv->forward(x).view({batch, length, 3, heads, hidden / heads}).permute({2, 0, 3, 1, 4});
+    auto mask = masked ? std::optional<torch::Tensor>(bias.to(parts.scalar_type())) : std::nullopt;
+    auto attended = at::scaled_dot_product_attention(parts[0], parts[1], parts[2], mask, is_training() ? 0.1 : 0.0, causal);
+    auto y = out->forward(attended.transpose(1, 2).reshape({batch, length, hidden}));
+    return (y.to(torch::kFloat) * direction).mean();
+  }
+  std::int64_t heads;
+  bool masked, causal;
+  torch::nn::Linear qkv, out;
+  torch::Tensor direction;
+};
+TORCH_MODULE(SdpaBlock);
+
+// ATen's global choice of attention kernels, set for one test and restored.
+class SdpKernels {
+ public:
+  SdpKernels(bool cudnn, bool flash)
+      : cudnn_(at::globalContext().userEnabledCuDNNSDP()), flash_(at::globalContext().userEnabledFlashSDP()) {
+    at::globalContext().setSDPUseCuDNN(cudnn);
+    at::globalContext().setSDPUseFlash(flash);
+  }
+  ~SdpKernels() {
+    at::globalContext().setSDPUseCuDNN(cudnn_);
+    at::globalContext().setSDPUseFlash(flash_);
+  }
+  SdpKernels(const SdpKernels&) = delete;
+  SdpKernels& operator=(const SdpKernels&) = delete;
+
+ private:
+  bool cudnn_, flash_;
+};
+
+struct SdpaCase {
+  const char* name;
+  bool autocast, masked, causal, cudnn, flash;
+};
+
+// With dropout inside scaled_dot_product_attention, the random numbers are those of the fused
+// kernel eager runs: on CUDA the compiled step runs that kernel (asked of ATen as eager asks) with
+// eager's arguments, so with one seed the dropout masks are eager's, step after step, CUDA graphs
+// replaying. A mask drawn otherwise would change the loss and every gradient by about their size.
+// The cases reach each kernel on the H100 by switching the others off, as a user can. On the CPU,
+// where ATen runs its math with at::dropout, the rule refuses and the call runs eagerly, equal to
+// eager's with one seed.
+TEST_F(TrainingTest, AttentionWithDropoutDrawsEagersRandomNumbers) {
+  const SdpaCase cases[] = {
+      {"float32, padding mask", false, true, false, true, true},
+      {"bfloat16, padding mask", true, true, false, true, true},
+      {"bfloat16, causal", true, false, true, true, true},
+      {"bfloat16, causal, cuDNN off", true, false, true, false, true},
+      {"bfloat16, padding mask, cuDNN and flash off", true, true, false, false, false},
+  };
+  const std::map<std::int64_t, std::string> kernel_ops = {
+      {static_cast<std::int64_t>(at::SDPBackend::flash_attention), "aten::_scaled_dot_product_flash_attention"},
+      {static_cast<std::int64_t>(at::SDPBackend::efficient_attention), "aten::_scaled_dot_product_efficient_attention"},
+      {static_cast<std::int64_t>(at::SDPBackend::cudnn_attention), "aten::_scaled_dot_product_cudnn_attention"}};
+  constexpr std::int64_t kBatch = 2, kLength = 16, kHidden = 64, kHeads = 2;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    SdpKernels kernels(c.cudnn, c.flash);
+    std::string expected_op;
+    if (kDevice.is_cuda()) {
+      const auto dtype = c.autocast ? torch::kBFloat16 : torch::kFloat;
+      auto q = torch::randn({kBatch, kHeads, kLength, kHidden / kHeads}, torch::dtype(dtype).device(kDevice));
+      auto bias = c.masked ? std::optional<torch::Tensor>(torch::zeros({kBatch, 1, 1, kLength}, q.options())) : std::nullopt;
+      const auto choice = at::_fused_sdp_choice(q, q, q, bias, 0.1, c.causal);
+      if (!kernel_ops.count(choice)) {
+        ADD_FAILURE() << "ATen runs its math here (choice " << choice << "): the case tests no fused kernel";
+        continue;
+      }
+      expected_op = kernel_ops.at(choice);
+    }
+    torch::manual_seed(7);
+    SdpaBlock eager(kHidden, kHeads, c.masked, c.causal);
+    torch::manual_seed(7);
+    SdpaBlock twin(kHidden, kHeads, c.masked, c.causal);
+    eager->to(kDevice);
+    twin->to(kDevice);
+    auto draw = [&] {
+      auto bias = torch::zeros({kBatch, 1, 1, kLength});
+      bias.index_put_({1, 0, 0, torch::indexing::Slice(10, torch::indexing::None)}, -1e4);  // padding
+      return std::make_tuple(on_device(torch::randn({kBatch, kLength, kHidden})), on_device(bias));
+    };
+    if (!kDevice.is_cuda()) {
+      zenith::CompileOptions options;
+      options.name = "sdpa dropout";
+      auto compiled = zenith::compile(twin, options);
+      for (int step = 0; step < 3; ++step) {
+        auto [x, bias] = draw();
+        torch::manual_seed(100 + step);
+        auto want = eager->forward(x, bias);
+        torch::manual_seed(100 + step);
+        auto got = compiled(x, bias);
+        expect_close(got.detach(), want.detach(), 1e-6, 1e-7, "eager fallback");
+      }
+      EXPECT_TRUE(compiled.report().eager_fallback);
+      EXPECT_NE(compiled.report().fallback_reason.find("dropout_p"), std::string::npos) << compiled.report().fallback_reason;
+      continue;
+    }
+    {
+      // The comparison can fail: two of eager's own draws give gradients further apart than the
+      // tolerances of check_steps and check_autocast_steps.
+      auto [x, bias] = draw();
+      auto gradient_with_seed = [&](int seed) {
+        eager->zero_grad();
+        torch::manual_seed(seed);
+        std::optional<AutocastRegion> region;
+        if (c.autocast) region.emplace();
+        auto loss = eager->forward(x, bias);
+        region.reset();
+        loss.backward();
+        return eager->qkv->weight.grad().clone();
+      };
+      auto first = gradient_with_seed(1), second = gradient_with_seed(2);
+      EXPECT_GT((first - second).abs().max().item<double>(), 0.15 * first.abs().max().item<double>());
+    }
+    namespace fs = std::filesystem;
+    auto folder = fs::temp_directory_path() / ("zenith-test-sdpa-dump-" + std::to_string(::getpid()));
+    constexpr int kSteps = 4;  // the capture, then compiled steps, recorded and replayed as CUDA graphs
+    const auto report = c.autocast ? check_autocast_steps(eager, twin, c.name, kSteps, draw, folder.string())
+                                   : check_steps(eager, twin, c.name, kSteps, draw, folder.string());
+    ASSERT_FALSE(report.dump_path.empty());
+    auto dump = zenith::dump_from_json(zenith::read_json_file(report.dump_path));
+    EXPECT_EQ(count_ops(dump.optimized, expected_op), 1);
+    EXPECT_EQ(count_ops(dump.backward, expected_op + "_backward"), 1);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove(entry.path(), ec);
+    fs::remove(folder, ec);
+  }
 }
 
 TEST_F(TrainingTest, DumpHoldsTheBackward) {

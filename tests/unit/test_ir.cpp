@@ -1,6 +1,7 @@
 // The IR: values, nodes, verifier, printer, op registry and the schema-derived alias facts.
 #include <gtest/gtest.h>
 
+#include "core/dlpack_view.h"
 #include "core/graph.h"
 #include "core/op_registry.h"
 #include "core/op_schema.h"
@@ -126,8 +127,10 @@ TEST(Ir, AliasFactsFromSchemas) {
 }
 
 TEST(Ir, DtypeNamesRoundTrip) {
-  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kLong, at::kBool, at::kDouble}) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kLong, at::kBool, at::kDouble, at::kByte, at::kUInt64}) {
     EXPECT_EQ(dtype_from_name(dtype_name(dtype)), dtype);
+    // and through DLPack, as values cross between backends
+    EXPECT_EQ(from_dlpack_dtype(to_dlpack_dtype(dtype)), dtype) << dtype_name(dtype);
   }
   EXPECT_THROW(dtype_from_name("float128"), Error);
 }

@@ -21,6 +21,7 @@ namespace zenith::passes {
 namespace {
 
 using testing::GraphBuilder;
+using testing::none;
 using testing::real;
 using testing::scalar;
 using testing::value;
@@ -154,6 +155,28 @@ TEST(Cse, DoesNotMergeRandomOpsOrDifferentArguments) {
   PassReport report;
   CommonSubexpressionElimination().run(g, report);
   EXPECT_EQ(report.counters["merged"], 0);
+}
+
+// Attention with a dropout probability draws its masks (the fused kernels draw them inside), so
+// two equal calls are two draws; without one they are one value.
+TEST(Cse, MergesAttentionOnlyWithoutDropout) {
+  for (double p : {0.0, 0.1}) {
+    GraphBuilder b;
+    int q = b.input({2, 2, 4, 8});
+    int k = b.input({2, 2, 4, 8});
+    int v = b.input({2, 2, 4, 8});
+    auto attention = [&] {
+      return b.op("aten::scaled_dot_product_attention", "",
+                  {value("query", q), value("key", k), value("value", v), none("attn_mask"), real("dropout_p", p),
+                   {"is_causal", false}, none("scale"), {"enable_gqa", false}});
+    };
+    int a1 = attention();
+    int a2 = attention();
+    auto g = b.finish({a1, a2});
+    PassReport report;
+    CommonSubexpressionElimination().run(g, report);
+    EXPECT_EQ(report.counters["merged"], p == 0.0 ? 1 : 0) << "dropout_p " << p;
+  }
 }
 
 TEST(Cse, DoesNotMergeReadsAcrossAMutation) {
