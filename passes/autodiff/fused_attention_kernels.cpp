@@ -85,9 +85,10 @@ AttentionKernel eager_attention_kernel(const ir::Graph& graph, const ir::Node& n
   try {
     const std::optional<at::Tensor> mask_probe =
         mask >= 0 ? std::optional<at::Tensor>(probe(graph.value(mask).type, false)) : std::nullopt;
-    choice = at::_fused_sdp_choice(probe(qt, qt.requires_grad), probe(kt, kt.requires_grad), probe(vt, vt.requires_grad),
-                                   mask_probe, ir::number_arg(node, "dropout_p").value_or(0.0),
-                                   ir::flag_arg(node, "is_causal"), scale);
+    choice = at::_fused_sdp_choice(probe(qt, qt.requires_grad), probe(kt, kt.requires_grad),
+                                   probe(vt, vt.requires_grad), mask_probe,
+                                   ir::number_arg(node, "dropout_p").value_or(0.0), ir::flag_arg(node, "is_causal"),
+                                   scale);
   } catch (const std::exception&) {
     return AttentionKernel::None;  // inputs eager would refuse too: its own error comes from the node as it is
   }
@@ -119,7 +120,8 @@ std::vector<ir::Node> fused_attention_nodes(ir::Graph& graph, const ir::Node& no
     case AttentionKernel::Efficient: {
       ir::ArgValue bias = ir::NoneArg{};
       if (mask >= 0) {
-        nodes.push_back(expanded_mask(graph, mask, {qt.sizes[0], qt.sizes[1], qt.sizes[2], graph.value(k).type.sizes[2]}));
+        const std::vector<std::int64_t> scores = {qt.sizes[0], qt.sizes[1], qt.sizes[2], graph.value(k).type.sizes[2]};
+        nodes.push_back(expanded_mask(graph, mask, scores));
         bias = ir::ValueRef{nodes.back().outputs[0]};
       }
       fused.op = "aten::_scaled_dot_product_efficient_attention";
