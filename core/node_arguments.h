@@ -28,6 +28,12 @@ inline std::optional<double> number_arg(const Node& node, const std::string& nam
   return std::nullopt;
 }
 
+/// The argument `from` of `node` (which must have it), named `to` (or `from` again): for a
+/// rewrite that hands an argument on to the op replacing the node.
+inline Argument copy_arg(const Node& node, const char* from, const char* to = nullptr) {
+  return Argument{to ? to : from, node.arg(from)->value};
+}
+
 /// Whether the argument `name` of `node` is the constant true (false when absent or not a bool).
 inline bool flag_arg(const Node& node, const std::string& name) {
   const auto* arg = node.arg(name);

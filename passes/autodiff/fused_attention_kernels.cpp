@@ -12,7 +12,7 @@
 namespace zenith::autodiff {
 namespace {
 
-ir::Argument copy_arg(const ir::Node& node, const char* name) { return ir::Argument{name, node.arg(name)->value}; }
+using ir::copy_arg;
 
 // An uninitialized tensor of the recorded type: all _fused_sdp_choice reads of a tensor is its
 // metadata.
@@ -40,21 +40,12 @@ ir::TensorType placeholder(const c10::Device& device) {
 }
 
 // The mask expanded to the scores' [B, H, T, S] (strides 0 where it broadcasts), as ATen hands it
-// to the memory-efficient kernel.
-ir::Node expanded_mask(ir::Graph& graph, int mask, const std::vector<std::int64_t>& scores) {
-  const auto& mt = graph.value(mask).type;
-  auto type = mt;
-  type.sizes = scores;
-  type.strides.assign(4, 0);
-  for (std::int64_t d = 0; d < mt.rank(); ++d) {
-    const auto target = static_cast<std::size_t>(4 - mt.rank() + d);
-    const auto source = static_cast<std::size_t>(d);
-    type.strides[target] = mt.sizes[source] == scores[target] && scores[target] != 1 ? mt.strides[source] : 0;
-  }
+// to the memory-efficient kernel; its result typed by the caller's run, as the kernel's are.
+ir::Node expanded_mask(int mask, const std::vector<std::int64_t>& scores, int result) {
   ir::Node expand;
   expand.op = "aten::expand";
   expand.args = {{"self", ir::ValueRef{mask}}, {"size", scores}, {"implicit", false}};
-  expand.outputs = {graph.add_value(type, ir::ValueRole::Intermediate)};
+  expand.outputs = {result};
   return expand;
 }
 
@@ -121,7 +112,7 @@ std::vector<ir::Node> fused_attention_nodes(ir::Graph& graph, const ir::Node& no
       ir::ArgValue bias = ir::NoneArg{};
       if (mask >= 0) {
         const std::vector<std::int64_t> scores = {qt.sizes[0], qt.sizes[1], qt.sizes[2], graph.value(k).type.sizes[2]};
-        nodes.push_back(expanded_mask(graph, mask, scores));
+        nodes.push_back(expanded_mask(mask, scores, provisional(placeholder(qt.device))));
         bias = ir::ValueRef{nodes.back().outputs[0]};
       }
       fused.op = "aten::_scaled_dot_product_efficient_attention";

@@ -6,7 +6,6 @@
 #include <optional>
 #include <utility>
 
-#include <ATen/ATen.h>
 #include <c10/core/ScalarType.h>
 
 #include "core/node_arguments.h"
@@ -16,11 +15,8 @@
 namespace zenith::autodiff {
 namespace {
 
-ir::Argument copy_arg(const ir::Node& node, const char* from, const char* to = nullptr) {
-  return ir::Argument{to ? to : from, node.arg(from)->value};
-}
-
-bool flag(const ir::Node& node, const char* name) { return ir::flag_arg(node, name); }
+using ir::copy_arg;
+using ir::flag_arg;
 
 // 0 where the argument is absent or holds no number.
 double real(const ir::Node& node, const char* name) { return ir::number_arg(node, name).value_or(0.0); }
@@ -33,17 +29,17 @@ class Rewriter {
     std::vector<ir::Node> nodes;
     nodes.reserve(graph_.nodes.size());
     for (auto& node : graph_.nodes) {
-      if (node.op == "aten::dropout" && flag(node, "train") && real(node, "p") > 0.0) {
+      if (node.op == "aten::dropout" && flag_arg(node, "train") && real(node, "p") > 0.0) {
         nodes.push_back(native(node, "aten::native_dropout", {copy_arg(node, "input"), copy_arg(node, "p"),
                                                               copy_arg(node, "train")}, 1));
-      } else if (node.op == "aten::batch_norm" && flag(node, "training") && eager_uses_cudnn(node)) {
+      } else if (node.op == "aten::batch_norm" && flag_arg(node, "training") && eager_uses_cudnn(node)) {
         nodes.push_back(native(node, "aten::cudnn_batch_norm",
                                {copy_arg(node, "input"), copy_arg(node, "weight"), copy_arg(node, "bias"),
                                 copy_arg(node, "running_mean"), copy_arg(node, "running_var"),
                                 copy_arg(node, "training"), copy_arg(node, "momentum", "exponential_average_factor"),
                                 copy_arg(node, "eps", "epsilon")},
                                3));
-      } else if (node.op == "aten::batch_norm" && flag(node, "training")) {
+      } else if (node.op == "aten::batch_norm" && flag_arg(node, "training")) {
         nodes.push_back(native(node, "aten::native_batch_norm",
                                {copy_arg(node, "input"), copy_arg(node, "weight"), copy_arg(node, "bias"),
                                 copy_arg(node, "running_mean"), copy_arg(node, "running_var"),
@@ -113,7 +109,7 @@ class Rewriter {
   bool eager_uses_cudnn(const ir::Node& node) const {
     const auto* input = std::get_if<ir::ValueRef>(&node.arg("input")->value);
     const auto* weight = std::get_if<ir::ValueRef>(&node.arg("weight")->value);
-    if (input == nullptr || weight == nullptr || !flag(node, "cudnn_enabled")) return false;
+    if (input == nullptr || weight == nullptr || !flag_arg(node, "cudnn_enabled")) return false;
     const auto& type = graph_.value(input->id).type;
     const auto weight_dtype = graph_.value(weight->id).type.dtype;
     const bool dtypes = (type.dtype == c10::kFloat && weight_dtype != c10::kBFloat16) ||
