@@ -41,4 +41,15 @@ inline bool flag_arg(const Node& node, const std::string& name) {
   return value != nullptr && *value;
 }
 
+/// Whether `node` is `aten::to.dtype` on one device with no copy forced and the layout kept: a cast
+/// and nothing else (an alias of its input when the dtype is the input's already).
+inline bool is_plain_cast(const Node& node) {
+  if (node.op != "aten::to" || node.overload != "dtype" || node.outputs.size() != 1) return false;
+  if (tensor_arg(node, "self") < 0) return false;
+  const auto* copy = node.arg("copy");
+  const auto* format = node.arg("memory_format");
+  const bool* forced = copy ? std::get_if<bool>(&copy->value) : nullptr;
+  return forced != nullptr && !*forced && format != nullptr && std::holds_alternative<NoneArg>(format->value);
+}
+
 }  // namespace zenith::ir

@@ -64,6 +64,10 @@ bool extend_matmul_group(const ir::Graph& graph, const ir::Node& node, MatmulGro
       graph.value(node.outputs[0]).type.sizes != product.sizes) {
     return false;
   }
+  // A bias of another dtype (autocast's float32 bias on a bfloat16 product) promotes the sum: an
+  // epilogue would round once where eager rounds the product and then the sum. The add stays an
+  // elementwise node, fused with the cast that follows it.
+  if (bias_type.dtype != product.dtype || graph.value(node.outputs[0]).type.dtype != product.dtype) return false;
   group.tail = node.outputs[0];
   group.has_bias = true;
   return true;

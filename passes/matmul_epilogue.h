@@ -26,8 +26,8 @@ bool starts_matmul_group(const ir::Node& node);
 MatmulGroup matmul_group_of(const ir::Graph& graph, const ir::Node& node);
 
 /// Whether `node` extends `group` as its next epilogue step: it reads the group's tail (and, for a
-/// bias, one 1-D tensor of the product's last size), and nothing else reads the tail. On success
-/// `group` is updated.
+/// bias, one 1-D tensor of the product's last size and dtype, giving the product's dtype), and
+/// nothing else reads the tail. On success `group` is updated.
 bool extend_matmul_group(const ir::Graph& graph, const ir::Node& node, MatmulGroup& group,
                          const std::vector<std::vector<int>>& consumers);
 

@@ -9,10 +9,12 @@
 #include "core/verifier.h"
 #include "passes/attention_fusion.h"
 #include "passes/batch_norm_decomposition.h"
+#include "passes/cast_copies.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/identity_elimination.h"
+#include "passes/reduction_input_casts.h"
 #include "passes/round_trip_casts.h"
 #include "passes/fusion.h"
 
@@ -79,8 +81,10 @@ PassManager PassManager::default_pipeline(const CompileOptions& options) {
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<CommonSubexpressionElimination>());
   manager.add(std::make_unique<RoundTripCastElimination>());
+  manager.add(std::make_unique<ReductionInputCasts>());
   manager.add(std::make_unique<AttentionFusion>());
   manager.add(std::make_unique<DeadCodeElimination>());
+  manager.add(std::make_unique<CastCopies>());
   manager.add(std::make_unique<ElementwiseFusion>());
   return manager;
 }

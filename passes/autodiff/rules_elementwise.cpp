@@ -17,23 +17,33 @@ void relayout(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad().contiguous(c.input("self").suggest_memory_format()));
 }
 
+// grad * alpha, or grad itself when alpha is 1 (as autograd's maybe_multiply): a multiplication by
+// one would cost a kernel over the whole gradient in every backward.
+at::Tensor times_alpha(const RuleCall& c) {
+  return c.real("alpha") == 1.0 ? c.grad() : c.grad() * c.scalar("alpha");
+}
+
+at::Tensor times_minus_alpha(const RuleCall& c) {
+  return c.real("alpha") == 1.0 ? -c.grad() : c.grad() * -c.real("alpha");
+}
+
 void add_tensor(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad());
-  if (s.wanted(c, "other")) s.add(c, "other", c.grad() * c.scalar("alpha"));
+  if (s.wanted(c, "other")) s.add(c, "other", times_alpha(c));
 }
 
 void sub_tensor(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad());
-  if (s.wanted(c, "other")) s.add(c, "other", c.grad() * -c.real("alpha"));
+  if (s.wanted(c, "other")) s.add(c, "other", times_minus_alpha(c));
 }
 
 // rsub(self, other, alpha) = other - alpha * self
 void rsub_tensor(const RuleCall& c, GradientSink& s) {
-  if (s.wanted(c, "self")) s.add(c, "self", c.grad() * -c.real("alpha"));
+  if (s.wanted(c, "self")) s.add(c, "self", times_minus_alpha(c));
   s.add(c, "other", c.grad());
 }
 
-void rsub_scalar(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad() * -c.real("alpha")); }
+void rsub_scalar(const RuleCall& c, GradientSink& s) { s.add(c, "self", times_minus_alpha(c)); }
 
 void mul_tensor(const RuleCall& c, GradientSink& s) {
   if (s.wanted(c, "self")) s.add(c, "self", c.grad() * c.input("other"));

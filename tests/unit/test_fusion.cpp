@@ -179,6 +179,25 @@ TEST(Fusion, MatrixProductsTakeTheirEpilogueOnly) {
   EXPECT_EQ(groups[9], -1) << "a returned product keeps its relu apart";
 }
 
+TEST(Fusion, ABiasOfAnotherDtypeIsNoEpilogueButFusesWithTheCastAfterIt) {
+  GraphBuilder b;
+  int x = b.input({8, 16}, at::kBFloat16), m = b.input({16, 32}, at::kBFloat16), bias = b.input({32});
+  // Autocast's linear in LibTorch: the float32 bias promotes the bfloat16 product's sum, cast back.
+  int mm = b.op("aten::mm", "", {value("self", x), value("mat2", m)});
+  int promoted = b.op("aten::add", "Tensor", {value("self", mm), value("other", bias), scalar("alpha", 1)});
+  int rounded = b.op("aten::_to_copy", "",
+                     {value("self", promoted), scalar("dtype", static_cast<std::int64_t>(at::kBFloat16)),
+                      testing::none("layout"), testing::none("device"), testing::none("pin_memory"),
+                      {"non_blocking", false}, testing::none("memory_format")});
+  auto graph = b.finish({rounded});
+  PassReport report;
+  ElementwiseFusion().run(graph, report);
+  auto groups = groups_of(graph);
+  EXPECT_EQ(groups[0], -1) << "the product alone: an epilogue would round once where eager rounds twice";
+  EXPECT_GE(groups[1], 0);
+  EXPECT_EQ(groups[1], groups[2]) << "the promoted add and its cast, one elementwise kernel";
+}
+
 TEST(Fusion, APerRowResultWithoutKeepdimStaysOutOfTheElementwiseEpilogue) {
   GraphBuilder b;
   int x = b.input({1, 16});

@@ -9,18 +9,22 @@
 #include "core/verifier.h"
 #include "common/fresh_inputs.h"
 #include "graph_builders.h"
+#include "passes/cast_copies.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/effects.h"
+#include "passes/fusion.h"
 #include "passes/identity_elimination.h"
 #include "passes/pass_manager.h"
+#include "passes/reduction_input_casts.h"
 #include "passes/round_trip_casts.h"
 
 namespace zenith::passes {
 namespace {
 
 using testing::GraphBuilder;
+using testing::ints;
 using testing::none;
 using testing::real;
 using testing::scalar;
@@ -273,6 +277,73 @@ TEST(RoundTripCasts, LeavesNarrowingFirstReturnedResultsAndWrittenValuesAlone) {
   EXPECT_EQ(report.counters["removed"], 0);
 }
 
+int sum_rows(GraphBuilder& b, int x, std::vector<std::int64_t> dims) {
+  return b.op("aten::sum", "dim_IntList",
+              {value("self", x), ints("dim", std::move(dims)), {"keepdim", false}, none("dtype")});
+}
+
+TEST(ReductionCasts, ASumOfAWideningCastReadsTheNarrowValueInTheWideDtype) {
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    GraphBuilder b;
+    int x = b.input({4, 6, 8}, dtype);
+    int summed = sum_rows(b, cast(b, x, at::kFloat), {0, 1});
+    auto g = b.finish({summed});
+    auto before = g;
+    PassReport report;
+    ReductionInputCasts().run(g, report);
+    EXPECT_EQ(report.counters["folded"], 1) << c10::toString(dtype);
+    const auto& sum = g.nodes[static_cast<std::size_t>(g.producers()[summed])];
+    EXPECT_EQ(sum.input_ids(), std::vector<int>{x}) << "the sum reads x itself";
+    EXPECT_EQ(std::get<std::int64_t>(sum.arg("dtype")->value), static_cast<std::int64_t>(at::kFloat));
+    PassReport dce;
+    DeadCodeElimination().run(g, dce);
+    EXPECT_EQ(testing::count_nodes(g, "aten::to"), 0) << "the cast is dead";
+    // sum(x, dtype=float32) is defined as sum(x.to(float32)): the same float32 values summed.
+    expect_equal_results(before, g, b.example_inputs());
+  }
+}
+
+TEST(ReductionCasts, LeavesNarrowingSharedAndTypedReductionsAlone) {
+  GraphBuilder b;
+  int x = b.input({4, 6});
+  int narrowed = sum_rows(b, cast(b, x, at::kBFloat16), {0});  // float32 -> bfloat16 rounds: not x's values
+  int h = b.input({4, 6}, at::kHalf);
+  int shared = cast(b, h, at::kFloat);
+  int first = sum_rows(b, shared, {0});
+  int other_reader = b.op("aten::mul", "Scalar", {value("self", shared), real("other", 2.0)});
+  int y = b.input({4, 6}, at::kBFloat16);
+  int typed = b.op("aten::sum", "dim_IntList",
+                   {value("self", cast(b, y, at::kFloat)), ints("dim", {1}), {"keepdim", false},
+                    scalar("dtype", static_cast<std::int64_t>(at::kDouble))});
+  auto g = b.finish({narrowed, first, other_reader, typed});
+  PassReport report;
+  ReductionInputCasts().run(g, report);
+  EXPECT_EQ(report.counters["folded"], 0);
+}
+
+TEST(CastCopies, CastsToAnotherDtypeBecomeCopiesThatFuse) {
+  GraphBuilder b;
+  int product = b.input({4, 6}, at::kBFloat16);
+  int bias = b.input({6});
+  // As LibTorch's linear under autocast leaves it: a float32 bias promotes the sum, cast back.
+  int promoted = b.op("aten::add", "Tensor", {value("self", product), value("other", bias), scalar("alpha", 1)});
+  int rounded = cast(b, promoted, at::kBFloat16);
+  int same = cast(b, rounded, at::kBFloat16);  // an alias of its input: stays
+  auto g = b.finish({same});
+  auto before = g;
+  PassReport report;
+  CastCopies().run(g, report);
+  EXPECT_EQ(report.counters["rewritten"], 1);
+  EXPECT_EQ(testing::count_nodes(g, "aten::_to_copy"), 1);
+  EXPECT_EQ(testing::count_nodes(g, "aten::to"), 1);
+  EXPECT_NO_THROW(ir::verify(g));
+  expect_equal_results(before, g, b.example_inputs());
+  PassReport fusion;
+  ElementwiseFusion().run(g, fusion);
+  EXPECT_EQ(fusion.counters["groups"], 1);
+  EXPECT_EQ(fusion.counters["fused_nodes"], 2) << "the add and its cast, one kernel";
+}
+
 TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   GraphBuilder b;
   int x = b.input({3, 5});
@@ -289,8 +360,9 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   // Per pass, in pipeline order: its name and one counter's expected value.
   const std::vector<std::tuple<std::string, std::string, std::int64_t>> expected = {
       {"identities", "removed", 0},   {"decompose_batch_norm", "decomposed", 0}, {"fold_constants", "folded", 1},
-      {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"fuse_attention", "fused", 0},
-      {"dce", "removed", 1},          {"fuse_elementwise", "groups", 1},  // tanh -> mul -> add
+      {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"reduction_casts", "folded", 0},
+      {"fuse_attention", "fused", 0}, {"dce", "removed", 1},                     {"cast_copies", "rewritten", 0},
+      {"fuse_elementwise", "groups", 1},  // tanh -> mul -> add
   };
   ASSERT_EQ(reports.size(), expected.size());
   for (std::size_t k = 0; k < expected.size(); ++k) {
@@ -298,9 +370,9 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
     EXPECT_EQ(reports[k].name, name);
     EXPECT_EQ(reports[k].counters[counter], value) << name << " " << counter;
   }
-  EXPECT_EQ(reports[7].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[9].counters["fused_nodes"], 3);
   EXPECT_EQ(reports[2].nodes_before, 6);
-  EXPECT_EQ(reports[6].nodes_after, 3);
+  EXPECT_EQ(reports[7].nodes_after, 3);
   expect_equal_results(before, g, b.example_inputs());
 }
 
