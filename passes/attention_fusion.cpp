@@ -1,6 +1,8 @@
 #include "passes/attention_fusion.h"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -22,6 +24,8 @@ struct Match {
   int q = -1, k = -1, v = -1;
   std::optional<int> mask;
   double scale = 1.0;
+  // Autocast's form: the softmax computes in float32 and its result is cast down to v's dtype.
+  bool float32_softmax = false;
 };
 
 class Matcher {
@@ -34,18 +38,27 @@ class Matcher {
   std::optional<Match> match(std::size_t index) const {
     const auto& context = graph_.nodes[index];
     if (!is_op(&context, "aten::matmul", "")) return std::nullopt;
-    const int probabilities = ir::tensor_arg(context, "self");
+    int probabilities = ir::tensor_arg(context, "self");
     const int v = ir::tensor_arg(context, "other");
     if (probabilities < 0 || v < 0 || !only_feeds_once(probabilities)) return std::nullopt;
+    Match found;
+    // Under autocast the product casts float32 probabilities down to v's dtype.
+    const auto* cast = producer(probabilities);
+    if (cast != nullptr && ir::is_plain_cast(*cast) && graph_.value(probabilities).type.dtype == graph_.value(v).type.dtype) {
+      const int wide = ir::tensor_arg(*cast, "self");
+      if (graph_.value(wide).type.dtype != at::kFloat || !only_feeds_once(wide)) return std::nullopt;
+      found.float32_softmax = true;
+      found.removed.push_back(node_index(cast));
+      probabilities = wide;
+    }
     const auto* softmax = producer(probabilities);
-    if (!is_op(softmax, "aten::softmax", "int")) return std::nullopt;
-    const auto* dtype = softmax->arg("dtype");
-    if (dtype == nullptr || !std::holds_alternative<ir::NoneArg>(dtype->value)) return std::nullopt;
+    if (!is_op(softmax, "aten::softmax", "int") || !softmax_dtype_fits(*softmax, found.float32_softmax)) {
+      return std::nullopt;
+    }
     const int scores = ir::tensor_arg(*softmax, "self");
     const auto* dim = softmax->arg("dim") ? std::get_if<std::int64_t>(&softmax->arg("dim")->value) : nullptr;
     if (scores < 0 || dim == nullptr || !only_feeds_once(scores)) return std::nullopt;
     if (*dim != -1 && *dim != graph_.value(scores).type.rank() - 1) return std::nullopt;
-    Match found;
     found.context = index;
     found.v = v;
     found.removed.push_back(node_index(softmax));
@@ -77,6 +90,15 @@ class Matcher {
   }
 
  private:
+  // No dtype of its own; or, in autocast's form, float32 (which autocast passes to a softmax).
+  static bool softmax_dtype_fits(const ir::Node& softmax, bool float32_softmax) {
+    const auto* dtype = softmax.arg("dtype");
+    if (dtype == nullptr) return false;
+    if (std::holds_alternative<ir::NoneArg>(dtype->value)) return true;
+    const auto* code = std::get_if<std::int64_t>(&dtype->value);
+    return float32_softmax && code != nullptr && static_cast<c10::ScalarType>(*code) == at::kFloat;
+  }
+
   // matmul(q, k.transpose(-2, -1)), times or divided by a number, or not.
   std::optional<Match> scaled_scores(int id) const {
     Match found;
@@ -110,13 +132,19 @@ class Matcher {
   }
 
   // q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] of one floating dtype on one device; the mask
-  // of that dtype, broadcasting to the scores [B, H, T, S].
+  // of that dtype, broadcasting to the scores [B, H, T, S]. In autocast's form q, k and v are
+  // float16 or bfloat16 and the mask and the masked scores may be float32.
   bool operands_fit(const Match& m, const ir::TensorType& scores) const {
     const auto& q = graph_.value(m.q).type;
     const auto& k = graph_.value(m.k).type;
     const auto& v = graph_.value(m.v).type;
     const bool floating = q.dtype == at::kFloat || q.dtype == at::kHalf || q.dtype == at::kBFloat16;
-    if (!floating || k.dtype != q.dtype || v.dtype != q.dtype || scores.dtype != q.dtype) return false;
+    const bool half = q.dtype == at::kHalf || q.dtype == at::kBFloat16;
+    if (m.float32_softmax && !half) return false;
+    const auto wide_or_own = [&](c10::ScalarType dtype) {
+      return dtype == q.dtype || (m.float32_softmax && dtype == at::kFloat);
+    };
+    if (!floating || k.dtype != q.dtype || v.dtype != q.dtype || !wide_or_own(scores.dtype)) return false;
     if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) return false;
     if (k.device != q.device || v.device != q.device || (cuda_only_ && !q.device.is_cuda())) return false;
     if (q.sizes[0] != k.sizes[0] || q.sizes[1] != k.sizes[1] || v.sizes[0] != q.sizes[0] || v.sizes[1] != q.sizes[1]) {
@@ -125,7 +153,11 @@ class Matcher {
     if (k.sizes[2] != v.sizes[2] || k.sizes[3] != q.sizes[3]) return false;
     if (!m.mask) return true;
     const auto& mask = graph_.value(*m.mask).type;
-    if (mask.dtype != q.dtype || mask.device != q.device || mask.rank() > 4) return false;
+    if (!wide_or_own(mask.dtype) || mask.device != q.device || mask.rank() > 4) return false;
+    // float16 cannot hold a float32 mask's large negatives: -65504 added to the scores does not
+    // swamp them as float32's lowest does in eager's float32 sum, so a fully masked row would
+    // come out as the softmax of its scores instead of uniform. bfloat16 has float32's range.
+    if (mask.dtype != q.dtype && q.dtype == at::kHalf) return false;
     for (std::int64_t d = 0; d < mask.rank(); ++d) {
       const auto size = mask.sizes[static_cast<std::size_t>(d)];
       const auto target = scores.sizes[static_cast<std::size_t>(4 - mask.rank() + d)];
@@ -160,9 +192,67 @@ std::vector<std::int64_t> fused_layout(const std::vector<std::int64_t>& sizes) {
   return {tokens * heads * dim, dim, heads * dim, 1};
 }
 
-// `graph` with `m` rewritten, or nullopt when that would change the type of a returned value.
+// Appends `node` to `nodes` with one new result, typed as ATen gives it on the meta device or, for
+// an op without a meta kernel, as the value `like`.
+int append_typed(ir::Graph& graph, MetaValues& meta, ir::Node node, std::vector<ir::Node>& nodes,
+                 std::optional<int> like = std::nullopt) {
+  node.outputs = {-1};
+  const auto device = graph.value(node.input_ids().at(0)).type.device;
+  at::Tensor result;
+  if (like) {
+    const auto& type = graph.value(*like).type;
+    result = at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(at::kMeta));
+  } else {
+    result = meta.run(node).at(0);
+  }
+  auto type = type_of(result);
+  type.device = device;
+  node.outputs = {graph.add_value(type, ir::ValueRole::Intermediate)};
+  meta.set(node.outputs[0], result);
+  nodes.push_back(std::move(node));
+  return nodes.back().outputs[0];
+}
+
+// A float32 mask beside bfloat16 q, k and v (autocast's form) in bfloat16, which the fused kernels
+// take. Finite values below bfloat16's lowest saturate to it: float32's lowest, the usual masking
+// value, would round to -inf and turn a fully masked row, which eager's float32 softmax makes
+// uniform, into NaN. -inf stays -inf, NaN stays NaN.
+int mask_in_bfloat16(ir::Graph& graph, int mask, std::vector<ir::Node>& nodes) {
+  MetaValues meta(graph);
+  const double lowest = static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+  ir::Node clamp{"aten::clamp_min", "", {{"self", ir::ValueRef{mask}}, {"min", lowest}}};
+  const int saturated = append_typed(graph, meta, std::move(clamp), nodes);
+  ir::Node infinite{"aten::eq", "Scalar", {{"self", ir::ValueRef{mask}}, {"other", -std::numeric_limits<double>::infinity()}}};
+  const int is_minus_infinity = append_typed(graph, meta, std::move(infinite), nodes);
+  // where has no meta kernel; over operands of one layout its result is laid out as the clamp's.
+  ir::Node where{"aten::where",
+                 "self",
+                 {{"condition", ir::ValueRef{is_minus_infinity}}, {"self", ir::ValueRef{mask}}, {"other", ir::ValueRef{saturated}}}};
+  const int kept = append_typed(graph, meta, std::move(where), nodes, saturated);
+  ir::Node cast{"aten::to",
+                "dtype",
+                {{"self", ir::ValueRef{kept}},
+                 {"dtype", static_cast<std::int64_t>(at::kBFloat16)},
+                 {"non_blocking", false},
+                 {"copy", false},
+                 {"memory_format", ir::NoneArg{}}}};
+  return append_typed(graph, meta, std::move(cast), nodes);
+}
+
+// `graph` with `m` rewritten, or nullopt when that would change the type of a returned value (or
+// the meta device cannot type the mask's cast).
 std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
   ir::Graph result = graph;
+  std::vector<ir::Node> mask_nodes;
+  std::optional<int> mask = m.mask;
+  // operands_fit lets only a float32 mask beside bfloat16 differ from q's dtype.
+  if (mask && result.value(*mask).type.dtype != graph.value(m.q).type.dtype) {
+    try {
+      mask = mask_in_bfloat16(result, *mask, mask_nodes);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
   auto& context = result.nodes[m.context];
   const int out = context.outputs.front();
   ir::Node fused;
@@ -170,7 +260,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
   fused.args = {{"query", ir::ValueRef{m.q}},
                 {"key", ir::ValueRef{m.k}},
                 {"value", ir::ValueRef{m.v}},
-                {"attn_mask", m.mask ? ir::ArgValue{ir::ValueRef{*m.mask}} : ir::ArgValue{ir::NoneArg{}}},
+                {"attn_mask", mask ? ir::ArgValue{ir::ValueRef{*mask}} : ir::ArgValue{ir::NoneArg{}}},
                 {"dropout_p", 0.0},
                 {"is_causal", false},
                 {"scale", m.scale},
@@ -207,9 +297,10 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
     if (changed.count(id)) return std::nullopt;
   }
   std::vector<ir::Node> kept;
-  kept.reserve(result.nodes.size());
+  kept.reserve(result.nodes.size() + mask_nodes.size());
   const std::set<std::size_t> removed(m.removed.begin(), m.removed.end());
   for (std::size_t n = 0; n < result.nodes.size(); ++n) {
+    if (n == m.context) std::move(mask_nodes.begin(), mask_nodes.end(), std::back_inserter(kept));
     if (!removed.count(n)) kept.push_back(std::move(result.nodes[n]));
   }
   result.nodes = std::move(kept);

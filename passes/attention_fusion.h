@@ -7,6 +7,12 @@
 // or memory-efficient attention, as it chooses for the inputs) instead of two matrix products, a
 // softmax and the score matrix in memory between them.
 //
+// Autocast's form of it fuses too: float16 or bfloat16 q, k and v, a float32 mask promoting the
+// masked scores to float32 or a softmax asked for float32, and the probabilities cast back to v's
+// dtype for the product. The fused kernels compute the softmax in float32 as well; the mask is
+// cast to bfloat16 for them (finite values saturating at its lowest, so that float32's lowest
+// stays finite). A float32 mask beside float16 stays as written: float16 cannot hold its range.
+//
 // The fused kernels hand back their result over [batch, sequence, heads, dim] memory, transposed
 // to [batch, heads, sequence, dim]; the node is typed so, and the views after it (the usual merge
 // of the heads, transpose(1, 2) then reshape) are typed again and become free views. Should
@@ -27,8 +33,8 @@ class AttentionFusion : public Pass {
   /// Counter "fused": the attention patterns rewritten. A pattern is left alone when one of its
   /// intermediate values (the scores, the scaled or masked scores, the probabilities) has another
   /// reader or is returned, when q, k and v are not 4-d tensors of one floating dtype, when the
-  /// mask's dtype is not theirs or it does not broadcast to the scores, or when a returned value's
-  /// type would change.
+  /// mask's dtype is neither theirs nor (in autocast's form) float32 or it does not broadcast to
+  /// the scores, or when a returned value's type would change.
   void run(ir::Graph& graph, PassReport& report) override;
 
  private:

@@ -580,19 +580,49 @@ TEST_F(TrainingTest, AttentionWithoutDropoutTrainsThroughTheFusedKernel) {
   fs::remove(folder, ec);
 }
 
-// The same under bfloat16 autocast. The zoo BERT's mask is float32 (it follows the float32
-// embeddings), so it promotes the bfloat16 scores to float32 and the pattern, which the fusion
-// takes only in one dtype, stays as written: compiled, against eager's bfloat16 products.
+// The name of the op of the fused kernel ATen chooses for these operands, or "" for its math.
+std::string fused_attention_op(const torch::Tensor& q, const std::optional<torch::Tensor>& mask, double dropout,
+                               bool causal) {
+  const std::map<std::int64_t, std::string> kernel_ops = {
+      {static_cast<std::int64_t>(at::SDPBackend::flash_attention), "aten::_scaled_dot_product_flash_attention"},
+      {static_cast<std::int64_t>(at::SDPBackend::efficient_attention), "aten::_scaled_dot_product_efficient_attention"},
+      {static_cast<std::int64_t>(at::SDPBackend::cudnn_attention), "aten::_scaled_dot_product_cudnn_attention"}};
+  const auto choice = at::_fused_sdp_choice(q, q, q, mask, dropout, causal);
+  return kernel_ops.count(choice) ? kernel_ops.at(choice) : "";
+}
+
+// The same under bfloat16 autocast, where the zoo BERT's float32 mask (it follows the float32
+// embeddings) promotes the bfloat16 scores to float32 and autocast's softmax computes in float32:
+// on CUDA that form is fused too, into the kernel ATen chooses for bfloat16 with a bfloat16 mask
+// (the mask cast for it), one per layer, forward and backward.
 TEST_F(TrainingTest, AutocastAttentionWithoutDropoutCompiles) {
+  namespace fs = std::filesystem;
   auto config = models::BertConfig::small();
   config.dropout = 0;
   auto [eager, twin] = twins<BertLoss>(config);
   eager->train();
   twin->train();
-  auto mask = on_device(torch::ones({2, 8}, torch::kLong));
-  check_autocast_steps(eager, twin, "autocast attention", 3, [&] {
-    return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask);
-  });
+  auto mask = torch::ones({2, 8}, torch::kLong);
+  mask.index_put_({1, torch::indexing::Slice(5, torch::indexing::None)}, 0);
+  mask = on_device(mask);
+  auto folder = fs::temp_directory_path() / ("zenith-test-autocast-attention-" + std::to_string(::getpid()));
+  const auto report = check_autocast_steps(
+      eager, twin, "autocast attention", 3,
+      [&] { return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask); }, folder.string());
+  ASSERT_FALSE(report.dump_path.empty());
+  auto dump = zenith::dump_from_json(zenith::read_json_file(report.dump_path));
+  if (kDevice.is_cuda()) {
+    auto q = torch::randn({2, config.num_heads, 8, config.head_dim()}, torch::dtype(torch::kBFloat16).device(kDevice));
+    const auto op = fused_attention_op(q, torch::zeros({2, 1, 1, 8}, q.options()), 0.0, false);
+    ASSERT_FALSE(op.empty()) << "ATen runs its math here: the test checks no fused kernel";
+    EXPECT_EQ(count_ops(dump.optimized, op), config.num_layers);
+    EXPECT_EQ(count_ops(dump.backward, op + "_backward"), config.num_layers);
+  } else {
+    EXPECT_EQ(count_ops(dump.optimized, "aten::softmax"), config.num_layers) << "the CPU keeps attention as written";
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove(entry.path(), ec);
+  fs::remove(folder, ec);
 }
 
 // Self-attention as models that call scaled_dot_product_attention write it (Hugging Face's "sdpa"
@@ -662,10 +692,6 @@ TEST_F(TrainingTest, AttentionWithDropoutDrawsEagersRandomNumbers) {
       {"bfloat16, causal, cuDNN off", true, false, true, false, true},
       {"bfloat16, padding mask, cuDNN and flash off", true, true, false, false, false},
   };
-  const std::map<std::int64_t, std::string> kernel_ops = {
-      {static_cast<std::int64_t>(at::SDPBackend::flash_attention), "aten::_scaled_dot_product_flash_attention"},
-      {static_cast<std::int64_t>(at::SDPBackend::efficient_attention), "aten::_scaled_dot_product_efficient_attention"},
-      {static_cast<std::int64_t>(at::SDPBackend::cudnn_attention), "aten::_scaled_dot_product_cudnn_attention"}};
   constexpr std::int64_t kBatch = 2, kLength = 16, kHidden = 64, kHeads = 2;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -676,12 +702,11 @@ TEST_F(TrainingTest, AttentionWithDropoutDrawsEagersRandomNumbers) {
       auto q = torch::randn({kBatch, kHeads, kLength, kHidden / kHeads}, torch::dtype(dtype).device(kDevice));
       auto bias = c.masked ? std::optional<torch::Tensor>(torch::zeros({kBatch, 1, 1, kLength}, q.options()))
                            : std::nullopt;
-      const auto choice = at::_fused_sdp_choice(q, q, q, bias, SdpaBlockImpl::kDropout, c.causal);
-      if (!kernel_ops.count(choice)) {
-        ADD_FAILURE() << "ATen runs its math here (choice " << choice << "): the case tests no fused kernel";
+      expected_op = fused_attention_op(q, bias, SdpaBlockImpl::kDropout, c.causal);
+      if (expected_op.empty()) {
+        ADD_FAILURE() << "ATen runs its math here: the case tests no fused kernel";
         continue;
       }
-      expected_op = kernel_ops.at(choice);
     }
     torch::manual_seed(7);
     SdpaBlock eager(kHidden, kHeads, c.masked, c.causal);

@@ -1,9 +1,12 @@
 // Attention fusion: the attention written out by hand becomes one scaled_dot_product_attention
 // node in the forms models write it (scale as mul or div or none, additive mask on either side or
-// none), the head merge after it is typed again as a free view, and patterns whose intermediates
-// are read elsewhere are left alone. Results are checked against the unfused graph on fresh
-// inputs.
+// none, and autocast's float32 softmax between float16 or bfloat16 products), the head merge after
+// it is typed again as a free view, and patterns whose intermediates are read elsewhere are left
+// alone. Results are checked against the unfused graph on fresh inputs.
 #include <gtest/gtest.h>
+
+#include <limits>
+#include <optional>
 
 #include <ATen/ATen.h>
 
@@ -33,12 +36,22 @@ struct Attention {
   int scores = -1, probabilities = -1, context = -1, merged = -1;
 };
 
+int cast(GraphBuilder& b, int x, c10::ScalarType dtype) {
+  return b.op("aten::to", "dtype",
+              {value("self", x), scalar("dtype", static_cast<std::int64_t>(dtype)), {"non_blocking", false},
+               {"copy", false}, none("memory_format")});
+}
+
 // x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
-void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at::kFloat) {
+// With `autocast`, as a CUDA autocast region records it: q, k and v cast to that dtype, the
+// float32 mask promoting the scores, a float32 softmax, its result cast back for the product.
+void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at::kFloat,
+           std::optional<c10::ScalarType> autocast = std::nullopt) {
   auto& b = a.builder;
   int x = b.input({kBatch, kTokens, kHeads * kDim});
   int additive = b.input({kBatch, 1, 1, kTokens}, mask_dtype);
   auto heads = [&](int t) {
+    if (autocast) t = cast(b, t, *autocast);
     int split = b.op("aten::view", "", {value("self", t), ints("size", {kBatch, kTokens, kHeads, kDim})});
     return b.op("aten::transpose", "int", {value("self", split), scalar("dim0", 1), scalar("dim1", 2)});
   };
@@ -57,8 +70,14 @@ void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at
   if (mask == Mask::Left) {
     masked = b.op("aten::add", "Tensor", {value("self", additive), value("other", scaled), scalar("alpha", 1)});
   }
-  a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
-  a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
+  if (autocast) {
+    a.probabilities = b.op("aten::softmax", "int",
+                           {value("self", masked), scalar("dim", -1), scalar("dtype", static_cast<std::int64_t>(at::kFloat))});
+    a.context = b.op("aten::matmul", "", {value("self", cast(b, a.probabilities, *autocast)), value("other", v)});
+  } else {
+    a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
+    a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
+  }
   int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
   a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
 }
@@ -107,6 +126,60 @@ TEST(AttentionFusion, EveryWrittenOutFormBecomesOneFusedNode) {
       EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
       expect_same_results(before, graph, a.builder.example_inputs());
     }
+  }
+}
+
+TEST(AttentionFusion, AutocastsFloat32SoftmaxBecomesOneFusedNode) {
+  const std::pair<c10::ScalarType, Mask> cases[] = {
+      {at::kBFloat16, Mask::Right}, {at::kBFloat16, Mask::None}, {at::kHalf, Mask::None}};
+  for (const auto& [dtype, mask] : cases) {
+    SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", mask " << static_cast<int>(mask));
+    Attention a;
+    build(a, Scale::Mul, mask, at::kFloat, dtype);
+    auto graph = a.builder.finish({a.merged});
+    auto before = graph;
+    PassReport report;
+    AttentionFusion(/*cuda_only=*/false).run(graph, report);
+    EXPECT_EQ(report.counters["fused"], 1);
+    DeadCodeElimination().run(graph, report);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 0);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 0);
+    const ir::Node* fused = nullptr;
+    for (const auto& node : graph.nodes) {
+      if (node.op == "aten::scaled_dot_product_attention") fused = &node;
+    }
+    ASSERT_NE(fused, nullptr);
+    for (int id : fused->input_ids()) {
+      EXPECT_EQ(graph.value(id).type.dtype, dtype) << "the fused kernels take q, k, v and the mask in one dtype";
+    }
+    EXPECT_NO_THROW(ir::verify(graph));
+    EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
+    // Masks of 0 and float32's lowest (-3.4e38, what models fill with), one batch's keys all
+    // masked: eager's float32 softmax makes that row uniform; float32's lowest rounded to -inf
+    // would make it NaN. 0.03: eager rounds the scores and the probabilities to the 8-bit
+    // significand of bfloat16 (2^-8 apart) before the product, the fused kernel neither: a few
+    // such steps on results of size 1.
+    at::manual_seed(23);
+    for (int draw = 0; draw < 2; ++draw) {
+      auto inputs = a.builder.example_inputs();
+      inputs[0] = at::randn_like(inputs[0]);
+      auto keep = at::rand_like(inputs[1]) < 0.6;
+      keep[1].fill_(false);
+      inputs[1] = at::where(keep, 0.0, std::numeric_limits<float>::lowest()).to(at::kFloat);
+      auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
+      EXPECT_FALSE(got[0].isnan().any().item<bool>()) << "draw " << draw;
+      EXPECT_TRUE(at::allclose(got[0].to(at::kFloat), want[0].to(at::kFloat), 0.03, 0.03)) << "draw " << draw;
+    }
+  }
+  // q, k and v in float32 with a float32 softmax cast down: not autocast's form. A float32 mask
+  // beside float16: float16 cannot hold float32's lowest without changing a fully masked row.
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    Attention a;
+    build(a, Scale::Mul, Mask::Right, at::kFloat, dtype);
+    auto graph = a.builder.finish({a.merged});
+    PassReport report;
+    AttentionFusion(false).run(graph, report);
+    EXPECT_EQ(report.counters["fused"], 0) << c10::toString(dtype);
   }
 }
 
