@@ -287,18 +287,23 @@ TEST(ReductionCasts, ASumOfAWideningCastReadsTheNarrowValueInTheWideDtype) {
     GraphBuilder b;
     int x = b.input({4, 6, 8}, dtype);
     int summed = sum_rows(b, cast(b, x, at::kFloat), {0, 1});
-    auto g = b.finish({summed});
+    int averaged = b.op("aten::mean", "dim",
+                        {value("self", cast(b, x, at::kDouble)), ints("dim", {2}), {"keepdim", true}, none("dtype")});
+    auto g = b.finish({summed, averaged});
     auto before = g;
     PassReport report;
     ReductionInputCasts().run(g, report);
-    EXPECT_EQ(report.counters["folded"], 1) << c10::toString(dtype);
-    const auto& sum = g.nodes[static_cast<std::size_t>(g.producers()[summed])];
-    EXPECT_EQ(sum.input_ids(), std::vector<int>{x}) << "the sum reads x itself";
-    EXPECT_EQ(std::get<std::int64_t>(sum.arg("dtype")->value), static_cast<std::int64_t>(at::kFloat));
+    EXPECT_EQ(report.counters["folded"], 2) << c10::toString(dtype);
+    const std::pair<int, at::ScalarType> reductions[] = {{summed, at::kFloat}, {averaged, at::kDouble}};
+    for (const auto& [result, wide] : reductions) {
+      const auto& reduction = g.nodes[static_cast<std::size_t>(g.producers()[result])];
+      EXPECT_EQ(reduction.input_ids(), std::vector<int>{x}) << reduction.op << " reads x itself";
+      EXPECT_EQ(std::get<std::int64_t>(reduction.arg("dtype")->value), static_cast<std::int64_t>(wide));
+    }
     PassReport dce;
     DeadCodeElimination().run(g, dce);
-    EXPECT_EQ(testing::count_nodes(g, "aten::to"), 0) << "the cast is dead";
-    // sum(x, dtype=float32) is defined as sum(x.to(float32)): the same float32 values summed.
+    EXPECT_EQ(testing::count_nodes(g, "aten::to"), 0) << "the casts are dead";
+    // sum(x, dtype=float32) is defined as sum(x.to(float32)), mean likewise: the same values reduced.
     expect_equal_results(before, g, b.example_inputs());
   }
 }
