@@ -54,14 +54,7 @@ int functionalize_promoting_writes(ir::Graph& graph) {
     ir::Node functional = node;
     functional.op = node.op.substr(0, node.op.size() - 1);  // aten::add_ -> aten::add
     functional.outputs = {graph.add_value(wide, ir::ValueRole::Intermediate)};
-    ir::Node cast;
-    cast.op = "aten::to";
-    cast.overload = "dtype";
-    cast.args = {{"self", ir::ValueRef{functional.outputs[0]}},
-                 {"dtype", static_cast<std::int64_t>(written.dtype)},
-                 {"non_blocking", false},
-                 {"copy", false},
-                 {"memory_format", ir::NoneArg{}}};
+    auto cast = ir::plain_cast(functional.outputs[0], written.dtype);
     cast.outputs = node.outputs;
     nodes.push_back(std::move(functional));
     nodes.push_back(std::move(cast));

@@ -1,4 +1,5 @@
-// Reading a node's arguments by name, as the rewriting passes and the capture's rewrites do.
+// Reading a node's arguments by name, as the rewriting passes and the capture's rewrites do, and
+// the plain cast they recognize and write.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,20 @@ inline bool is_plain_cast(const Node& node) {
   const auto* format = node.arg("memory_format");
   const bool* forced = copy ? std::get_if<bool>(&copy->value) : nullptr;
   return forced != nullptr && !*forced && format != nullptr && std::holds_alternative<NoneArg>(format->value);
+}
+
+/// `aten::to.dtype` of value `self` to `dtype`, a plain cast (is_plain_cast), without its result:
+/// the caller sets `outputs`.
+inline Node plain_cast(int self, c10::ScalarType dtype) {
+  Node cast;
+  cast.op = "aten::to";
+  cast.overload = "dtype";
+  cast.args = {{"self", ValueRef{self}},
+               {"dtype", static_cast<std::int64_t>(dtype)},
+               {"non_blocking", false},
+               {"copy", false},
+               {"memory_format", NoneArg{}}};
+  return cast;
 }
 
 }  // namespace zenith::ir

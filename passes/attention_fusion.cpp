@@ -220,23 +220,27 @@ int append_typed(ir::Graph& graph, MetaValues& meta, ir::Node node, std::vector<
 int mask_in_bfloat16(ir::Graph& graph, int mask, std::vector<ir::Node>& nodes) {
   MetaValues meta(graph);
   const double lowest = static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
-  ir::Node clamp{"aten::clamp_min", "", {{"self", ir::ValueRef{mask}}, {"min", lowest}}};
-  const int saturated = append_typed(graph, meta, std::move(clamp), nodes);
-  ir::Node infinite{"aten::eq", "Scalar", {{"self", ir::ValueRef{mask}}, {"other", -std::numeric_limits<double>::infinity()}}};
-  const int is_minus_infinity = append_typed(graph, meta, std::move(infinite), nodes);
+  const auto node = [](const char* op, const char* overload, std::vector<ir::Argument> args) {
+    ir::Node made;
+    made.op = op;
+    made.overload = overload;
+    made.args = std::move(args);
+    return made;
+  };
+  const int saturated =
+      append_typed(graph, meta, node("aten::clamp_min", "", {{"self", ir::ValueRef{mask}}, {"min", lowest}}), nodes);
+  const int is_minus_infinity = append_typed(
+      graph, meta,
+      node("aten::eq", "Scalar", {{"self", ir::ValueRef{mask}}, {"other", -std::numeric_limits<double>::infinity()}}),
+      nodes);
   // where has no meta kernel; over operands of one layout its result is laid out as the clamp's.
-  ir::Node where{"aten::where",
-                 "self",
-                 {{"condition", ir::ValueRef{is_minus_infinity}}, {"self", ir::ValueRef{mask}}, {"other", ir::ValueRef{saturated}}}};
-  const int kept = append_typed(graph, meta, std::move(where), nodes, saturated);
-  ir::Node cast{"aten::to",
-                "dtype",
-                {{"self", ir::ValueRef{kept}},
-                 {"dtype", static_cast<std::int64_t>(at::kBFloat16)},
-                 {"non_blocking", false},
-                 {"copy", false},
-                 {"memory_format", ir::NoneArg{}}}};
-  return append_typed(graph, meta, std::move(cast), nodes);
+  const int kept = append_typed(graph, meta,
+                                node("aten::where", "self",
+                                     {{"condition", ir::ValueRef{is_minus_infinity}},
+                                      {"self", ir::ValueRef{mask}},
+                                      {"other", ir::ValueRef{saturated}}}),
+                                nodes, saturated);
+  return append_typed(graph, meta, ir::plain_cast(kept, at::kBFloat16), nodes);
 }
 
 // `graph` with `m` rewritten, or nullopt when that would change the type of a returned value (or

@@ -31,14 +31,7 @@ std::vector<ir::Node> cross_entropy_steps(const ir::Graph& graph, const ir::Node
   int log_probabilities = log_softmax.outputs[0];
   steps.push_back(std::move(log_softmax));
   if (cast_to) {
-    ir::Node cast;
-    cast.op = "aten::to";
-    cast.overload = "dtype";
-    cast.args = {{"self", ir::ValueRef{log_probabilities}},
-                 {"dtype", static_cast<std::int64_t>(*cast_to)},
-                 {"non_blocking", false},
-                 {"copy", false},
-                 {"memory_format", ir::NoneArg{}}};
+    auto cast = ir::plain_cast(log_probabilities, *cast_to);
     cast.outputs = {new_value(cast, logits)};
     log_probabilities = cast.outputs[0];
     steps.push_back(std::move(cast));

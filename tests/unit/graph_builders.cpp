@@ -86,6 +86,12 @@ ir::Argument real(const std::string& name, double v) { return {name, v}; }
 ir::Argument ints(const std::string& name, std::vector<std::int64_t> v) { return {name, std::move(v)}; }
 ir::Argument none(const std::string& name) { return {name, ir::NoneArg{}}; }
 
+int cast(GraphBuilder& b, int x, c10::ScalarType dtype) {
+  return b.op("aten::to", "dtype",
+              {value("self", x), scalar("dtype", static_cast<std::int64_t>(dtype)), {"non_blocking", false},
+               {"copy", false}, none("memory_format")});
+}
+
 ir::Graph elementwise_chain() {
   GraphBuilder b;
   int x = b.input({4, 8});

@@ -45,6 +45,9 @@ ir::Argument real(const std::string& name, double v);
 ir::Argument ints(const std::string& name, std::vector<std::int64_t> v);
 ir::Argument none(const std::string& name);
 
+/// x cast to `dtype` as the tracer records `x.to(dtype)` (aten::to.dtype, a plain cast).
+int cast(GraphBuilder& b, int x, c10::ScalarType dtype);
+
 /// x[4, 8] -> relu -> mul(x) -> add(relu) : three elementwise nodes.
 ir::Graph elementwise_chain();
 

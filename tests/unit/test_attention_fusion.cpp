@@ -19,6 +19,7 @@
 namespace zenith::passes {
 namespace {
 
+using testing::cast;
 using testing::GraphBuilder;
 using testing::ints;
 using testing::none;
@@ -35,12 +36,6 @@ struct Attention {
   GraphBuilder builder;
   int scores = -1, probabilities = -1, context = -1, merged = -1;
 };
-
-int cast(GraphBuilder& b, int x, c10::ScalarType dtype) {
-  return b.op("aten::to", "dtype",
-              {value("self", x), scalar("dtype", static_cast<std::int64_t>(dtype)), {"non_blocking", false},
-               {"copy", false}, none("memory_format")});
-}
 
 // x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
 // With `autocast`, as a CUDA autocast region records it: q, k and v cast to that dtype, the
@@ -101,21 +96,27 @@ void expect_same_results(const ir::Graph& before, const ir::Graph& after, const 
   }
 }
 
+// `graph` through the fusion (on any device) and dead-code elimination, which must leave one fused
+// node and neither the softmax nor a product.
+ir::Graph fused_once(ir::Graph graph) {
+  PassReport report;
+  AttentionFusion(/*cuda_only=*/false).run(graph, report);
+  EXPECT_EQ(report.counters["fused"], 1);
+  DeadCodeElimination().run(graph, report);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 0);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 0);
+  return graph;
+}
+
 TEST(AttentionFusion, EveryWrittenOutFormBecomesOneFusedNode) {
   for (auto scale : {Scale::Mul, Scale::Div, Scale::None}) {
     for (auto mask : {Mask::Right, Mask::Left, Mask::None}) {
       SCOPED_TRACE(::testing::Message() << "scale " << static_cast<int>(scale) << ", mask " << static_cast<int>(mask));
       Attention a;
       build(a, scale, mask);
-      auto graph = a.builder.finish({a.merged});
-      auto before = graph;
-      PassReport report;
-      AttentionFusion(/*cuda_only=*/false).run(graph, report);
-      EXPECT_EQ(report.counters["fused"], 1);
-      DeadCodeElimination().run(graph, report);
-      EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
-      EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 0);
-      EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 0);
+      const auto before = a.builder.finish({a.merged});
+      const auto graph = fused_once(before);
       // Heads split for q, k, v and merged once: k's own transpose for the product is gone.
       EXPECT_EQ(testing::count_nodes(graph, "aten::transpose"), 4);
       EXPECT_NO_THROW(ir::verify(graph));
@@ -136,14 +137,8 @@ TEST(AttentionFusion, AutocastsFloat32SoftmaxBecomesOneFusedNode) {
     SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", mask " << static_cast<int>(mask));
     Attention a;
     build(a, Scale::Mul, mask, at::kFloat, dtype);
-    auto graph = a.builder.finish({a.merged});
-    auto before = graph;
-    PassReport report;
-    AttentionFusion(/*cuda_only=*/false).run(graph, report);
-    EXPECT_EQ(report.counters["fused"], 1);
-    DeadCodeElimination().run(graph, report);
-    EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 0);
-    EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 0);
+    const auto before = a.builder.finish({a.merged});
+    const auto graph = fused_once(before);
     const ir::Node* fused = nullptr;
     for (const auto& node : graph.nodes) {
       if (node.op == "aten::scaled_dot_product_attention") fused = &node;

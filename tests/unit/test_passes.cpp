@@ -23,6 +23,7 @@
 namespace zenith::passes {
 namespace {
 
+using testing::cast;
 using testing::GraphBuilder;
 using testing::ints;
 using testing::none;
@@ -229,12 +230,6 @@ TEST(ConstantFolding, LeavesRandomAndLargeResultsAlone) {
   ConstantFolding(/*max_bytes=*/1024).run(g, report);
   EXPECT_EQ(report.counters["folded"], 0);
   EXPECT_EQ(report.counters["too_large"], 1);
-}
-
-int cast(GraphBuilder& b, int x, c10::ScalarType dtype) {
-  return b.op("aten::to", "dtype",
-              {value("self", x), scalar("dtype", static_cast<std::int64_t>(dtype)), {"non_blocking", false},
-               {"copy", false}, testing::none("memory_format")});
 }
 
 TEST(RoundTripCasts, AWideningCastAndBackIsTheValueItself) {
