@@ -1,10 +1,11 @@
-// Where an inference call's device time goes: the zoo's BERT-base (128 tokens) and ResNet-50
-// (224x224) called eagerly and through Zenith (its plan replayed as a CUDA graph), each profiled
-// over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against wall time,
-// and the kernels that take longest. Random weights.
-//   bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet]
-// Defaults: both dtypes, batch 1, both models; float16 ResNet-50 is channels-last. Prints
-// Markdown. Needs a CUDA device.
+// Where an inference call's device time goes: the zoo's BERT-base (128 tokens), ResNet-50
+// (224x224) and the TinyLlama-shaped decoder's static-cache decode step (one token after 128, a
+// cache of 256 slots) called eagerly and through Zenith (its plan replayed as a CUDA graph), each
+// profiled over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against
+// wall time, and the kernels that take longest. Random weights.
+//   bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama]
+// Defaults: both dtypes, batch 1, BERT and ResNet-50 (the decoder only when named); float16
+// ResNet-50 is channels-last. Prints Markdown. Needs a CUDA device.
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "kernel_profile.h"
 #include "models/bert.h"
 #include "models/cnn.h"
+#include "models/llama.h"
 #include "zenith/compile.h"
 
 namespace {
@@ -74,10 +76,31 @@ void resnet(c10::ScalarType dtype, std::int64_t batch) {
   profile(name + ", Zenith", [&] { return fast(images); });
 }
 
+// One decode step at position 128 of a 256-slot static cache, the same token and position at every
+// call (the step's work does not depend on them). The cache is written at that position by every
+// call, as a generation writes each position once.
+void llama_decode(c10::ScalarType dtype, std::int64_t batch) {
+  using zenith::models::Llama;
+  torch::manual_seed(3);
+  const auto config = zenith::models::LlamaConfig::tinyllama();
+  Llama llama(config);
+  llama->eval();
+  llama->to(torch::kCUDA, dtype);
+  zenith::models::LlamaStaticCache model(llama);
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA);
+  auto [k, v] = zenith::models::static_cache(config, batch, 256, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
+  auto token = torch::randint(config.vocab_size, {batch, 1}, longs);
+  auto position = torch::full({1}, 128, longs);
+  const std::string name = "TinyLlama-shaped decode step b" + std::to_string(batch) + " " + c10::toString(dtype);
+  profile(name + ", eager", [&] { return model->forward(token, position, k, v); });
+  auto fast = zenith::compile(model);
+  profile(name + ", Zenith", [&] { return fast(token, position, k, v); });
+}
+
 }  // namespace
 
 int usage() {
-  std::fprintf(stderr, "usage: bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet]\n");
+  std::fprintf(stderr, "usage: bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama]\n");
   return 2;
 }
 
@@ -95,7 +118,7 @@ int main(int argc, char** argv) {
       dtypes = {value == "float32" ? at::kFloat : at::kHalf};
     } else if (flag == "--batch" && std::atoll(value.c_str()) > 0) {
       batch = std::atoll(value.c_str());
-    } else if (flag == "--model" && (value == "bert" || value == "resnet")) {
+    } else if (flag == "--model" && (value == "bert" || value == "resnet" || value == "llama")) {
       model = value;
     } else {
       return usage();
@@ -104,8 +127,9 @@ int main(int argc, char** argv) {
   if (argc % 2 == 0) return usage();
   try {
     for (auto dtype : dtypes) {
-      if (model != "resnet") bert(dtype, batch);
-      if (model != "bert") resnet(dtype, batch);
+      if (model.empty() || model == "bert") bert(dtype, batch);
+      if (model.empty() || model == "resnet") resnet(dtype, batch);
+      if (model == "llama") llama_decode(dtype, batch);
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_inference_profile: %s\n", error.what());

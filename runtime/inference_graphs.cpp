@@ -1,7 +1,7 @@
 // CUDA graphs for inference plans: at small batch a plan's launches are the host's whole cost, and
 // a graph replays them as one (runtime/plan_graph.h says when a replay is correct).
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -12,25 +12,47 @@
 namespace zenith::detail {
 namespace {
 
-// Why a replay, which reads the call's tensors from copies in the graph's own buffers, would differ
-// from running the plan: a node writes an argument (the write would land in the copy) or an output
-// is an argument's memory (the caller's result would no longer alias it). Empty when neither.
-std::string argument_memory_refusal(const ir::Graph& graph, std::size_t arguments) {
-  std::set<int> argument_memory(graph.inputs.begin(), graph.inputs.begin() + static_cast<std::ptrdiff_t>(arguments));
+// How the plan touches the call's own tensors, which a replay otherwise reads from copies in the
+// graph's buffers.
+struct ArgumentMemory {
+  // Per argument: a node writes it in place (directly or through a view). Such an argument is
+  // read where it lies, as a parameter is, so that the write lands in the caller's tensor (a
+  // static KV cache written at the current position).
+  std::vector<bool> written;
+  // Why no replay can be correct, or empty: an output is an argument's memory (the caller's result
+  // would no longer alias it).
+  std::string refusal;
+};
+
+ArgumentMemory argument_memory(const ir::Graph& graph, std::size_t arguments) {
+  ArgumentMemory memory;
+  memory.written.assign(arguments, false);
+  std::map<int, std::size_t> argument_of;  // value id -> the argument whose memory it is
+  for (std::size_t i = 0; i < arguments; ++i) argument_of[graph.inputs[i]] = i;
   for (const auto& node : graph.nodes) {
     const auto facts = ir::alias_facts(node);
     for (int id : facts.mutated_inputs) {
-      if (argument_memory.count(id)) return fmt::format("{} writes into an argument", node.qualified_name());
+      if (auto it = argument_of.find(id); it != argument_of.end()) memory.written[it->second] = true;
     }
-    const auto inputs = node.input_ids();
-    const bool reads_argument =
-        std::any_of(inputs.begin(), inputs.end(), [&](int id) { return argument_memory.count(id) > 0; });
-    if (facts.is_view && reads_argument) argument_memory.insert(node.outputs.begin(), node.outputs.end());
+    for (std::size_t k = 0; k < facts.output_writes.size() && k < node.outputs.size(); ++k) {
+      auto it = argument_of.find(facts.output_writes[k]);
+      if (it != argument_of.end()) argument_of.emplace(node.outputs[k], it->second);
+    }
+    if (!facts.is_view) continue;
+    for (int id : node.input_ids()) {
+      auto it = argument_of.find(id);
+      if (it == argument_of.end()) continue;
+      for (int out : node.outputs) argument_of.emplace(out, it->second);
+      break;
+    }
   }
   for (int id : graph.outputs) {
-    if (argument_memory.count(id)) return "it returns an argument or a view of one";
+    if (argument_of.count(id)) {
+      memory.refusal = "it returns an argument or a view of one";
+      break;
+    }
   }
-  return "";
+  return memory;
 }
 
 }  // namespace
@@ -59,13 +81,14 @@ void Engine::attach_inference_graph(Entry& entry, std::size_t state, bool say_wh
   }
   const auto inputs = plan.graph.inputs.size();
   const auto arguments = inputs - std::min(state, inputs);
-  if (auto why = argument_memory_refusal(plan.graph, arguments); !why.empty()) return refuse(why);
-  // Parameters and buffers are read where they lie (one replaced by a tensor elsewhere makes the
-  // call run launch by launch, then the graph is captured again there); the call's tensors are
-  // copied into the graph's buffers. Every output is copied out of
-  // the graph's memory: the caller may keep a call's results past the next call.
-  std::vector<bool> by_address(inputs, false);
-  std::fill(by_address.begin() + static_cast<std::ptrdiff_t>(arguments), by_address.end(), true);
+  const auto memory = argument_memory(plan.graph, arguments);
+  if (!memory.refusal.empty()) return refuse(memory.refusal);
+  // Parameters, buffers and the arguments the plan writes are read where they lie (one at another
+  // address makes the call run launch by launch, then the graph is captured again there); the
+  // call's other tensors are copied into the graph's buffers. Every output is copied out of the
+  // graph's memory: the caller may keep a call's results past the next call.
+  std::vector<bool> by_address(inputs, true);
+  for (std::size_t i = 0; i < arguments; ++i) by_address[i] = memory.written[i];
   std::string why;
   entry.graph = make_plan_graph(entry.plan, std::move(by_address), plan.graph.outputs.size(),
                                 "the plan of " + options_.name, graph_counters_, why, entry.derived);

@@ -48,7 +48,14 @@ def load_model(folder, case, device):
     model = model.to(device=device, dtype=case["torch_dtype"]).eval()
     if case.get("channels_last"):
         model = model.to(memory_format=torch.channels_last)
+    if is_static_decode(case):
+        model = zoo.LlamaStaticCache(model)
     return model
+
+
+def is_static_decode(case):
+    """A decode case run in the static-cache form: caches allocated once, written in place."""
+    return case["workload"] == "decode" and case.get("static_cache", False)
 
 
 def load_io(folder, case, device):
@@ -73,6 +80,20 @@ def empty_cache(case, device):
     shape = (c["num_layers"], 1, c["num_kv_heads"], 0, c["hidden_size"] // c["num_heads"])
     return (torch.zeros(shape, dtype=case["torch_dtype"], device=device),
             torch.zeros(shape, dtype=case["torch_dtype"], device=device))
+
+
+def static_cache(case, device):
+    """Zeroed key and value caches with a slot for every token of a generation (the prompt's and
+    the new ones), for the static-cache form."""
+    c = zoo.LLAMA_CONFIGS[case["config"]]
+    shape = (c["num_layers"], 1, c["num_kv_heads"], case["prompt"] + case["new_tokens"], c["hidden_size"] // c["num_heads"])
+    return (torch.zeros(shape, dtype=case["torch_dtype"], device=device),
+            torch.zeros(shape, dtype=case["torch_dtype"], device=device))
+
+
+def positions(start, count, device):
+    """int64 positions start .. start + count - 1, for the static-cache form."""
+    return torch.arange(start, start + count, dtype=torch.long, device=device)
 
 
 def sweep_input(case, inputs, length):

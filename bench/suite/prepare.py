@@ -94,6 +94,12 @@ def eager_outputs(case, model, inputs, device):
             lengths = inputs["lengths"].tolist()
             run = lambda i: model(case_models.sweep_input(case, inputs, lengths[i]))  # noqa: E731
             return {f"check{j}": run(len(lengths) - 3 + j) for j in range(3)}
+        if w == "decode" and case_models.is_static_decode(case):
+            k, v = case_models.static_cache(case, device)
+            prompt = case["prompt"]
+            logits = model(inputs["prompt"], case_models.positions(0, prompt, device), k, v)
+            first = model(inputs["tokens"][:, :1], case_models.positions(prompt, 1, device), k, v)
+            return {"prompt_logits": logits, "first_step_logits": first}
         if w == "decode":
             k, v = case_models.empty_cache(case, device)
             logits, k, v = model(inputs["prompt"], k, v)
@@ -122,6 +128,9 @@ def example_args(case, model_inputs, device):
     w = case["workload"]
     if w == "sweep":
         return (case_models.sweep_input(case, model_inputs, int(model_inputs["lengths"][0])),)
+    if w == "decode" and case_models.is_static_decode(case):
+        prompt = model_inputs["prompt"]
+        return (prompt, case_models.positions(0, prompt.size(1), device), *case_models.static_cache(case, device))
     if w == "decode":
         return (model_inputs["prompt"], *case_models.empty_cache(case, device))
     return tuple(case_models.fixed_inputs(case, model_inputs))
@@ -166,6 +175,12 @@ def export_program(case, model, args):
     w = case["workload"]
     if w == "sweep":
         shapes = ({1: Dim("seq", min=case["min_seq"], max=case["max_seq"])},)
+    elif w == "decode" and case_models.is_static_decode(case):
+        # The number of new tokens varies (the prompt's, then one); the caches keep their size.
+        # An example of 1 would be specialized: export at 3 tokens.
+        seq = Dim("seq", min=1, max=case["prompt"])
+        args = (args[0][:, :3], args[1][:3], args[2], args[3])
+        shapes = ({1: seq}, {0: seq}, None, None)
     elif w == "decode":
         # Examples of 0 and 1 would be specialized: export at 3 new tokens over a 5-long cache.
         total = case["prompt"] + case["new_tokens"]

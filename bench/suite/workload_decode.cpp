@@ -1,5 +1,7 @@
 // The LLaMA-style decoder generating with a KV cache: a prompt in one call, then one token per
-// call, each call returning the grown caches. The tokens fed after the prompt are fixed in
+// call. In the growing form (the zoo's forward) each call returns the grown caches; in the static
+// form (LlamaStaticCache, case flag "static_cache") the caches are allocated once per mode with a
+// slot for every token of a generation, zeroed before each generation and written in place. The tokens fed after the prompt are fixed in
 // advance (the same for every mode) rather than sampled, so that every mode does the same work
 // whatever its rounding; sampling (an argmax) costs nothing next to a step.
 // Tokens per second are over the new tokens of a warm generation (the second and later); the
@@ -27,6 +29,15 @@ struct Decode {
   at::Tensor tokens;  // [1, new tokens], fed one at a time
   torch::TensorOptions cache_options;
   c10::ScalarType dtype = c10::ScalarType::Half;
+  bool static_cache = false;
+  // The static form's positions, made ahead on the device as generation code keeps them.
+  at::Tensor prompt_positions;  // [prompt]
+  at::Tensor step_positions;    // [new tokens]: step i reads element i
+};
+
+// The static form's caches, one pair per mode.
+struct StaticCaches {
+  at::Tensor k, v;
 };
 
 struct Generation {
@@ -35,7 +46,7 @@ struct Generation {
   Tensors logits;  // of the prompt and of the first new token: what is checked
 };
 
-Generation generate(const Context& context, const Decode& d, const Call& step) {
+Generation generate_growing(const Context& context, const Decode& d, const Call& step) {
   Generation g;
   auto [k, v] = zenith::models::empty_cache(d.config, 1, d.cache_options);
   Tensors out;
@@ -44,6 +55,22 @@ Generation generate(const Context& context, const Decode& d, const Call& step) {
   g.decode_ms = wall_ms(context.device, [&] {
     for (std::int64_t i = 0; i < d.tokens.size(1); ++i) {
       out = step({d.tokens.narrow(1, i, 1), out.at(1), out.at(2)});
+      if (i == 0) g.logits.push_back(out.at(0));
+    }
+  });
+  return g;
+}
+
+Generation generate_static(const Context& context, const Decode& d, const Call& step, StaticCaches& caches) {
+  Generation g;
+  caches.k.zero_();
+  caches.v.zero_();
+  Tensors out;
+  g.prompt_ms = wall_ms(context.device, [&] { out = step({d.prompt, d.prompt_positions, caches.k, caches.v}); });
+  g.logits.push_back(out.at(0));
+  g.decode_ms = wall_ms(context.device, [&] {
+    for (std::int64_t i = 0; i < d.tokens.size(1); ++i) {
+      out = step({d.tokens.narrow(1, i, 1), d.step_positions.narrow(0, i, 1), caches.k, caches.v});
       if (i == 0) g.logits.push_back(out.at(0));
     }
   });
@@ -65,12 +92,20 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   const PeakMemory memory(context.device);
   Mode mode;
   r.setup_ms = wall_ms(context.device, [&] { mode = maker.make(); });
-  const auto first = generate(context, d, mode.call);
+  StaticCaches caches;
+  if (d.static_cache) {
+    const auto slots = d.prompt.size(1) + d.tokens.size(1);
+    std::tie(caches.k, caches.v) = zenith::models::static_cache(d.config, 1, slots, d.cache_options);
+  }
+  auto generate = [&](const Call& step) {
+    return d.static_cache ? generate_static(context, d, step, caches) : generate_growing(context, d, step);
+  };
+  const auto first = generate(mode.call);
   r.first_call_ms = first.prompt_ms;
   r.extra["first_generation_ms"] = first.prompt_ms + first.decode_ms;
   // Checked on the second generation: the first one's calls are Zenith's captures, which return
   // the trace's own eager result.
-  const auto second = generate(context, d, mode.call);
+  const auto second = generate(mode.call);
   if (expected.empty()) {
     expected = second.logits;
     r.max_rel_error = 0;
@@ -84,7 +119,7 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   while (static_cast<int>(per_token_ms.size()) < passes ||
          (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(context.seconds_per_mode) &&
           per_token_ms.size() < 10)) {
-    const auto g = generate(context, d, mode.call);
+    const auto g = generate(mode.call);
     per_token_ms.push_back(g.decode_ms / static_cast<double>(d.tokens.size(1)));
     prompt_ms.push_back(g.prompt_ms);
   }
@@ -114,12 +149,21 @@ std::vector<Result> run_decode(const Context& context, const CaseSpec& spec) {
   model->to(context.device, d.dtype);
   // The weights come as a Hugging Face checkpoint would: HF names, through the zoo's loader.
   if (files.present()) zenith::models::load_llama_safetensors(model, files.weights_path());
+  d.static_cache = spec.flag("static_cache");
   const auto tokens = torch::TensorOptions().dtype(torch::kLong);
   d.prompt = files.input("prompt", [&] { return torch::randint(d.config.vocab_size, {1, spec.integer("prompt")}, tokens); });
   d.tokens = files.input("tokens", [&] { return torch::randint(d.config.vocab_size, {1, spec.integer("new_tokens")}, tokens); });
   const double weight_bytes = streamed_weight_bytes(model);
+  const auto positions = torch::TensorOptions().dtype(torch::kLong).device(context.device);
+  d.prompt_positions = torch::arange(d.prompt.size(1), positions);
+  d.step_positions = torch::arange(d.prompt.size(1), d.prompt.size(1) + d.tokens.size(1), positions);
+  zenith::models::LlamaStaticCache static_model(model);
 
-  const Call eager = call_with<3>([model](at::Tensor t, at::Tensor k, at::Tensor v) mutable { return model->forward(t, k, v); });
+  const Call eager = d.static_cache ? call_with<4>([static_model](at::Tensor t, at::Tensor p, at::Tensor k,
+                                                                  at::Tensor v) mutable { return static_model->forward(t, p, k, v); })
+                                    : call_with<3>([model](at::Tensor t, at::Tensor k, at::Tensor v) mutable {
+                                        return model->forward(t, k, v);
+                                      });
   Tensors expected;
   std::vector<Result> results;
   Result eager_result = named_result(spec, "eager");
@@ -136,8 +180,13 @@ std::vector<Result> run_decode(const Context& context, const CaseSpec& spec) {
   results.push_back(eager_result);
   torch::NoGradGuard no_grad;
   const auto new_tokens = spec.integer("new_tokens");
-  for (const auto& maker : standard_modes(context, files, [&spec, model, new_tokens] {
+  for (const auto& maker : standard_modes(context, files, [&spec, &d, model, static_model, new_tokens] {
          auto options = zenith_options(spec.name);
+         if (d.static_cache) {
+           // Two signatures: the prompt's and the decode step's, whatever the position.
+           auto fast = zenith::compile(static_model, options);
+           return Mode{call_with<4>(fast), [fast] { return zenith_info(fast); }};
+         }
          // Room for a plan per cache length of a generation, so that the second one replays them.
          options.plan_cache_size = static_cast<std::size_t>(new_tokens + 8);
          auto fast = zenith::compile(model, options);

@@ -210,20 +210,32 @@ class LlamaAttention(nn.Module):
         self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
 
-    def forward(self, x, cos, sin, mask, past_k, past_v):
+    def _rotated_projections(self, x, cos, sin):
         batch, seq = x.size(0), x.size(1)
         q = self.q_proj(x).view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, seq, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        new_k, new_v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
+
+    def _attend(self, q, keys, values, mask):
+        batch, seq = q.size(0), q.size(2)
         n_rep = self.num_heads // self.num_kv_heads
-        keys, values = _repeat_kv(new_k, n_rep), _repeat_kv(new_v, n_rep)
+        keys, values = _repeat_kv(keys, n_rep), _repeat_kv(values, n_rep)
         scores = torch.matmul(q, keys.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
         probs = torch.softmax(scores + mask, -1)
         out = torch.matmul(probs, values).transpose(1, 2).reshape(batch, seq, self.num_heads * self.head_dim)
-        return self.o_proj(out), new_k, new_v
+        return self.o_proj(out)
+
+    def forward(self, x, cos, sin, mask, past_k, past_v):
+        q, k, v = self._rotated_projections(x, cos, sin)
+        new_k, new_v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
+        return self._attend(q, new_k, new_v, mask), new_k, new_v
+
+    def forward_cached(self, x, cos, sin, mask, positions, cache_k, cache_v):
+        q, k, v = self._rotated_projections(x, cos, sin)
+        cache_k.index_copy_(2, positions, k)
+        cache_v.index_copy_(2, positions, v)
+        return self._attend(q, cache_k, cache_v, mask)
 
 
 class LlamaMlp(nn.Module):
@@ -250,6 +262,10 @@ class LlamaDecoderLayer(nn.Module):
         x = x + attn
         return x + self.mlp(self.mlp_norm(x)), new_k, new_v
 
+    def forward_cached(self, x, cos, sin, mask, positions, cache_k, cache_v):
+        x = x + self.attention.forward_cached(self.attention_norm(x), cos, sin, mask, positions, cache_k, cache_v)
+        return x + self.mlp(self.mlp_norm(x))
+
 
 class Llama(nn.Module):
     def __init__(self, c):
@@ -260,15 +276,18 @@ class Llama(nn.Module):
         self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
 
+    def _rotary_tables(self, positions, dtype):
+        head_dim = self.c["hidden_size"] // self.c["num_heads"]
+        inv_freq = torch.pow(self.c["rope_theta"],
+                             torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim)
+        angles = torch.outer(positions, inv_freq.reciprocal())
+        emb = torch.cat([angles, angles], -1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
     def forward(self, tokens, past_k, past_v):
         seq, past = tokens.size(1), past_k.size(3)
         x = self.embed_tokens(tokens)
-        head_dim = self.c["hidden_size"] // self.c["num_heads"]
-        f32 = dict(dtype=torch.float32, device=tokens.device)
-        inv_freq = torch.pow(self.c["rope_theta"], torch.arange(0, head_dim, 2, **f32) / head_dim).reciprocal()
-        angles = torch.outer(torch.arange(past, past + seq, **f32), inv_freq)
-        emb = torch.cat([angles, angles], -1)
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        cos, sin = self._rotary_tables(torch.arange(past, past + seq, dtype=torch.float32, device=tokens.device), x.dtype)
         # Key j is hidden from query i (at absolute position past + i) when j > past + i.
         query_pos = torch.arange(seq, device=tokens.device).unsqueeze(1) + past
         key_pos = torch.arange(past + seq, device=tokens.device).unsqueeze(0)
@@ -279,6 +298,29 @@ class Llama(nn.Module):
             new_ks.append(k)
             new_vs.append(v)
         return self.lm_head(self.norm(x)), torch.stack(new_ks, 0), torch.stack(new_vs, 0)
+
+    def forward_cached(self, tokens, positions, cache_k, cache_v):
+        """The static-cache form (LlamaImpl::forward_cached): caches [layers, B, kv_heads, max_len,
+        head_dim] written in place at `positions`, attention over every slot, the unwritten masked."""
+        x = self.embed_tokens(tokens)
+        cos, sin = self._rotary_tables(positions.to(torch.float32), x.dtype)
+        slots = torch.arange(cache_k.size(3), device=tokens.device).unsqueeze(0)
+        mask = torch.zeros(tokens.size(1), cache_k.size(3), dtype=x.dtype, device=x.device).masked_fill(
+            slots > positions.unsqueeze(1), mask_fill_value(x.dtype))
+        for i, layer in enumerate(self.layers):
+            x = layer.forward_cached(x, cos, sin, mask, positions, cache_k.select(0, i), cache_v.select(0, i))
+        return self.lm_head(self.norm(x))
+
+
+class LlamaStaticCache(nn.Module):
+    """A Llama whose forward is its static-cache form (LlamaStaticCacheImpl)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, positions, cache_k, cache_v):
+        return self.model.forward_cached(tokens, positions, cache_k, cache_v)
 
 
 _LLAMA_LAYER_TO_HF = {

@@ -38,6 +38,20 @@ torch::Tensor repeat_kv(const torch::Tensor& x, int64_t n_rep) {
   return x.unsqueeze(2).expand({b, kv, n_rep, s, d}).reshape({b, kv * n_rep, s, d});
 }
 
+// The rotary tables (cos, sin) [T, head_dim] for float32 positions [T]. Computed in float32, then
+// cast: in half precision the angles of late positions would lose most of their fractional part.
+std::tuple<torch::Tensor, torch::Tensor> rotary_tables(const LlamaConfig& config, const torch::Tensor& positions,
+                                                       c10::ScalarType dtype) {
+  const int64_t head_dim = config.head_dim();
+  // reciprocal() rather than `1.0 / ...`, which LibTorch expands to in-place ops (empty_like/fill_/div_).
+  torch::Tensor inv_freq =
+      torch::pow(config.rope_theta, torch::arange(0, head_dim, 2, positions.options()) / static_cast<double>(head_dim))
+          .reciprocal();
+  torch::Tensor angles = torch::outer(positions, inv_freq);  // [T, head_dim / 2]
+  torch::Tensor emb = torch::cat({angles, angles}, -1);      // [T, head_dim], matching rotate_half
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
 }  // namespace
 
 LlamaConfig LlamaConfig::small() {
@@ -95,32 +109,49 @@ torch::Tensor LlamaAttentionImpl::project(torch::nn::Linear& projection, LoraAda
   return adapter ? out + adapter->forward(x) : out;
 }
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::forward(
-    torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask, torch::Tensor past_k,
-    torch::Tensor past_v) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::rotated_projections(
+    const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
   torch::Tensor q = project(q_proj, q_lora, x).view({batch, seq_len, num_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor k = project(k_proj, k_lora, x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor v = project(v_proj, v_lora, x).view({batch, seq_len, num_kv_heads_, head_dim_}).transpose(1, 2);
-
   // Rotate before caching: cached keys then already carry their absolute positions and never need
   // to be touched again.
-  q = apply_rotary(q, cos, sin);
-  k = apply_rotary(k, cos, sin);
-  torch::Tensor new_k = torch::cat({past_k, k}, /*dim=*/2);
-  torch::Tensor new_v = torch::cat({past_v, v}, /*dim=*/2);
+  return {apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v};
+}
 
+torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& keys_cache,
+                                         const torch::Tensor& values_cache, const torch::Tensor& mask) {
+  const int64_t batch = q.size(0);
+  const int64_t seq_len = q.size(2);
   const int64_t n_rep = num_heads_ / num_kv_heads_;
-  torch::Tensor keys = repeat_kv(new_k, n_rep);
-  torch::Tensor values = repeat_kv(new_v, n_rep);
-
+  torch::Tensor keys = repeat_kv(keys_cache, n_rep);
+  torch::Tensor values = repeat_kv(values_cache, n_rep);
   torch::Tensor scores =
       torch::matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
   torch::Tensor probs = torch::softmax(scores + mask, -1);
   torch::Tensor out =
       torch::matmul(probs, values).transpose(1, 2).reshape({batch, seq_len, num_heads_ * head_dim_});
-  return {project(o_proj, o_lora, out), new_k, new_v};
+  return project(o_proj, o_lora, out);
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::forward(
+    torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask, torch::Tensor past_k,
+    torch::Tensor past_v) {
+  auto [q, k, v] = rotated_projections(x, cos, sin);
+  torch::Tensor new_k = torch::cat({past_k, k}, /*dim=*/2);
+  torch::Tensor new_v = torch::cat({past_v, v}, /*dim=*/2);
+  return {attend(q, new_k, new_v, mask), new_k, new_v};
+}
+
+torch::Tensor LlamaAttentionImpl::forward_cached(torch::Tensor x, torch::Tensor cos, torch::Tensor sin,
+                                                 torch::Tensor mask, torch::Tensor positions, torch::Tensor cache_k,
+                                                 torch::Tensor cache_v) {
+  auto [q, k, v] = rotated_projections(x, cos, sin);
+  cache_k.index_copy_(/*dim=*/2, positions, k);
+  cache_v.index_copy_(/*dim=*/2, positions, v);
+  return attend(q, cache_k, cache_v, mask);
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) {
@@ -148,6 +179,13 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaDecoderLayerImpl::f
   x = x + attn;
   x = x + mlp->forward(mlp_norm->forward(x));
   return {x, new_k, new_v};
+}
+
+torch::Tensor LlamaDecoderLayerImpl::forward_cached(torch::Tensor x, torch::Tensor cos, torch::Tensor sin,
+                                                    torch::Tensor mask, torch::Tensor positions,
+                                                    torch::Tensor cache_k, torch::Tensor cache_v) {
+  x = x + attention->forward_cached(attention_norm->forward(x), cos, sin, mask, positions, cache_k, cache_v);
+  return x + mlp->forward(mlp_norm->forward(x));
 }
 
 LlamaImpl::LlamaImpl(LlamaConfig config) : config_(std::move(config)) {
@@ -207,19 +245,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaImpl::forward(torch
 
   torch::Tensor x = embed_tokens->forward(tokens);
 
-  // Rotary tables are computed in float32 for these positions only, then cast: in half precision the
-  // angles of late positions would lose most of their fractional part.
-  const int64_t head_dim = config_.head_dim();
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(tokens.device());
-  // reciprocal() rather than `1.0 / ...`, which LibTorch expands to in-place ops (empty_like/fill_/div_).
-  torch::Tensor inv_freq =
-      torch::pow(config_.rope_theta, torch::arange(0, head_dim, 2, f32) / static_cast<double>(head_dim))
-          .reciprocal();
-  torch::Tensor positions = torch::arange(past_len, past_len + seq_len, f32);
-  torch::Tensor angles = torch::outer(positions, inv_freq);  // [T, head_dim / 2]
-  torch::Tensor emb = torch::cat({angles, angles}, -1);      // [T, head_dim], matching rotate_half
-  torch::Tensor cos = emb.cos().to(x.scalar_type());
-  torch::Tensor sin = emb.sin().to(x.scalar_type());
+  auto [cos, sin] = rotary_tables(config_, torch::arange(past_len, past_len + seq_len, f32), x.scalar_type());
 
   // [T, past + T] additive mask. Query i sits at absolute position past + i and may see keys
   // 0 .. past + i, so the entries with key index j > past + i are masked: the strict upper triangle
@@ -242,9 +269,56 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaImpl::forward(torch
   return {logits, torch::stack(new_ks, 0), torch::stack(new_vs, 0)};
 }
 
+torch::Tensor LlamaImpl::forward_cached(torch::Tensor tokens, torch::Tensor positions, torch::Tensor cache_k,
+                                        torch::Tensor cache_v) {
+  TORCH_CHECK(tokens.dim() == 2, "Llama: expected tokens [B, T], got ", tokens.sizes());
+  TORCH_CHECK(positions.dim() == 1 && positions.size(0) == tokens.size(1) && positions.scalar_type() == torch::kLong,
+              "Llama: expected int64 positions [", tokens.size(1), "] (one per token), got ", positions.scalar_type(),
+              " ", positions.sizes());
+  TORCH_CHECK(cache_k.dim() == 5 && cache_k.size(0) == config_.num_layers && cache_k.size(1) == tokens.size(0) &&
+                  cache_k.size(2) == config_.num_kv_heads && cache_k.size(4) == config_.head_dim(),
+              "Llama: cache_k has shape ", cache_k.sizes(), ", expected [", config_.num_layers, ", ", tokens.size(0),
+              ", ", config_.num_kv_heads, ", max_len, ", config_.head_dim(), "] (see static_cache)");
+  TORCH_CHECK(cache_v.sizes() == cache_k.sizes(), "Llama: cache_v ", cache_v.sizes(),
+              " must have the shape of cache_k ", cache_k.sizes());
+  TORCH_CHECK(cache_k.size(3) <= config_.max_position_embeddings, "Llama: a cache of ", cache_k.size(3),
+              " slots is longer than max_position_embeddings ", config_.max_position_embeddings);
+  torch::Tensor x = embed_tokens->forward(tokens);
+  TORCH_CHECK(cache_k.scalar_type() == x.scalar_type() && cache_v.scalar_type() == x.scalar_type(),
+              "Llama: the caches are ", cache_k.scalar_type(), " and ", cache_v.scalar_type(),
+              ", expected the model's dtype ", x.scalar_type());
+  auto [cos, sin] = rotary_tables(config_, positions.to(torch::kFloat32), x.scalar_type());
+  // [T, max_len] additive mask: query t sees the slots 0 .. positions[t]. Built from the positions'
+  // values on the device, never read on the host, so that one plan serves every position.
+  const int64_t max_len = cache_k.size(3);
+  torch::Tensor slots = torch::arange(max_len, positions.options()).unsqueeze(0);
+  torch::Tensor mask = torch::zeros({tokens.size(1), max_len}, x.options())
+                           .masked_fill(slots > positions.unsqueeze(1), detail::mask_fill_value(x.scalar_type()));
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    x = layers[i]->as<LlamaDecoderLayer>()->forward_cached(x, cos, sin, mask, positions, cache_k.select(0, i),
+                                                           cache_v.select(0, i));
+  }
+  return lm_head->forward(norm->forward(x));
+}
+
+LlamaStaticCacheImpl::LlamaStaticCacheImpl(Llama llama) : model(register_module("model", std::move(llama))) {}
+
+torch::Tensor LlamaStaticCacheImpl::forward(torch::Tensor tokens, torch::Tensor positions, torch::Tensor cache_k,
+                                            torch::Tensor cache_v) {
+  return model->forward_cached(tokens, positions, cache_k, cache_v);
+}
+
 std::tuple<torch::Tensor, torch::Tensor> empty_cache(const LlamaConfig& config, int64_t batch,
                                                      const torch::TensorOptions& options) {
   std::vector<int64_t> shape{config.num_layers, batch, config.num_kv_heads, 0, config.head_dim()};
+  return {torch::zeros(shape, options), torch::zeros(shape, options)};
+}
+
+std::tuple<torch::Tensor, torch::Tensor> static_cache(const LlamaConfig& config, int64_t batch, int64_t max_len,
+                                                      const torch::TensorOptions& options) {
+  TORCH_CHECK(max_len > 0 && max_len <= config.max_position_embeddings, "Llama: a static cache needs 1 to ",
+              config.max_position_embeddings, " slots (max_position_embeddings), got ", max_len);
+  std::vector<int64_t> shape{config.num_layers, batch, config.num_kv_heads, max_len, config.head_dim()};
   return {torch::zeros(shape, options), torch::zeros(shape, options)};
 }
 

@@ -60,6 +60,14 @@ class LlamaAttentionImpl : public torch::nn::Module {
                                                                   torch::Tensor sin, torch::Tensor mask,
                                                                   torch::Tensor past_k, torch::Tensor past_v);
 
+  // The static-cache form. positions: int64 [T], the absolute positions of x's T tokens (the same
+  // for every batch row); cache_k, cache_v: [B, kv_heads, max_len, head_dim], written in place at
+  // `positions` (index_copy_); mask: additive, broadcastable to [B, heads, T, max_len], hiding
+  // every slot not yet written as well as the future. Attends over all max_len slots, so the sizes
+  // of a decode step do not change from token to token. -> output [B, T, H].
+  torch::Tensor forward_cached(torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask,
+                               torch::Tensor positions, torch::Tensor cache_k, torch::Tensor cache_v);
+
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   // Adds LoRA adapters to q_proj, k_proj, v_proj and o_proj (the constructor does when
   // LlamaConfig::lora is set). Throws when they are attached already.
@@ -71,6 +79,13 @@ class LlamaAttentionImpl : public torch::nn::Module {
  private:
   // projection(x), plus the adapter's term when there is one.
   torch::Tensor project(torch::nn::Linear& projection, LoraAdapter& adapter, const torch::Tensor& x);
+  // x [B, T, H] -> q [B, heads, T, D], k and v [B, kv_heads, T, D]; q and k rotated.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> rotated_projections(const torch::Tensor& x,
+                                                                              const torch::Tensor& cos,
+                                                                              const torch::Tensor& sin);
+  // softmax(q keys^T / sqrt(D) + mask) values, projected: -> [B, T, H].
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                       const torch::Tensor& mask);
 
   int64_t num_heads_;
   int64_t num_kv_heads_;
@@ -97,6 +112,9 @@ class LlamaDecoderLayerImpl : public torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(torch::Tensor x, torch::Tensor cos,
                                                                   torch::Tensor sin, torch::Tensor mask,
                                                                   torch::Tensor past_k, torch::Tensor past_v);
+  // As LlamaAttention::forward_cached.
+  torch::Tensor forward_cached(torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor mask,
+                               torch::Tensor positions, torch::Tensor cache_k, torch::Tensor cache_v);
 
   RMSNorm attention_norm{nullptr};
   LlamaAttention attention{nullptr};
@@ -115,6 +133,15 @@ class LlamaImpl : public torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor past_k,
                                                                   torch::Tensor past_v);
 
+  // The static-cache form, as generation code with a preallocated cache runs it. tokens: int64
+  // [B, T]; positions: int64 [T], their absolute positions; cache_k, cache_v: [num_layers, B,
+  // kv_heads, max_len, head_dim] of the model's dtype, allocated once (static_cache) and written in
+  // place at `positions`. Slots not yet written must hold finite values (static_cache zeroes them):
+  // they are masked, and a masked NaN would still reach the output through the product with the
+  // values. -> logits [B, T, vocab]. A position at or beyond max_len is an error of index_copy_.
+  torch::Tensor forward_cached(torch::Tensor tokens, torch::Tensor positions, torch::Tensor cache_k,
+                               torch::Tensor cache_v);
+
   const LlamaConfig& config() const { return config_; }
 
   // Adds LoRA adapters to the attention projections of every layer and records them in config()
@@ -132,8 +159,27 @@ class LlamaImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Llama);
 
+// A Llama whose forward is its static-cache form (LlamaImpl::forward_cached), so that
+// zenith::compile, which compiles a module's forward, compiles the decode step. Holds the model
+// as its submodule "model": parameters are shared, not copied.
+class LlamaStaticCacheImpl : public torch::nn::Module {
+ public:
+  explicit LlamaStaticCacheImpl(Llama model);
+
+  // As LlamaImpl::forward_cached.
+  torch::Tensor forward(torch::Tensor tokens, torch::Tensor positions, torch::Tensor cache_k, torch::Tensor cache_v);
+
+  Llama model{nullptr};
+};
+TORCH_MODULE(LlamaStaticCache);
+
 // Zero-length (past = 0) key and value caches for the first forward call.
 std::tuple<torch::Tensor, torch::Tensor> empty_cache(const LlamaConfig& config, int64_t batch,
                                                      const torch::TensorOptions& options = torch::kFloat32);
+
+// Zeroed key and value caches of max_len slots for LlamaImpl::forward_cached:
+// [num_layers, batch, kv_heads, max_len, head_dim] each.
+std::tuple<torch::Tensor, torch::Tensor> static_cache(const LlamaConfig& config, int64_t batch, int64_t max_len,
+                                                      const torch::TensorOptions& options = torch::kFloat32);
 
 }  // namespace zenith::models

@@ -182,6 +182,56 @@ TEST_P(ZooCuda, LlamaPromptThenOneDecodeStep) {
   expect_jit_plan(fast);
 }
 
+// The static-cache decode step (issue 18) as one plan replayed as one CUDA graph: the caches are
+// arguments the plan writes in place, so the graph reads them where they lie and its writes land in
+// the caller's tensors. Checked token by token against the same form run eagerly on caches of its
+// own, with the parameters updated in place halfway (the graph reads them where they lie), then on
+// a second generation in other caches (another address: the call runs launch by launch, then the
+// graph is captured there).
+TEST_P(ZooCuda, LlamaStaticCacheDecodeStepReplaysAsOneGraph) {
+  torch::NoGradGuard no_grad;
+  auto config = models::LlamaConfig::small();
+  models::Llama model(config);
+  model->eval();
+  model->to(device(), dtype());
+  auto fast = compile(models::LlamaStaticCache(model), strict("llama_static"));
+  const auto cache_options = torch::TensorOptions().dtype(dtype()).device(device());
+  constexpr int64_t kPrompt = 5, kSteps = 24, kSlots = 40;
+  auto positions = [&](int64_t from, int64_t count) {
+    return torch::arange(from, from + count, torch::TensorOptions().dtype(torch::kLong).device(device()));
+  };
+  auto generate = [&](const std::string& which) {
+    auto [cache_k, cache_v] = models::static_cache(config, 2, kSlots, cache_options);
+    auto [e_k, e_v] = models::static_cache(config, 2, kSlots, cache_options);
+    auto prompt = on_device(torch::randint(config.vocab_size, {2, kPrompt}, torch::kLong));
+    expect_close(fast(prompt, positions(0, kPrompt), cache_k, cache_v),
+                 model->forward_cached(prompt, positions(0, kPrompt), e_k, e_v), dtype(), which + ", prompt");
+    for (int64_t step = 0; step < kSteps; ++step) {
+      if (step == kSteps / 2) {
+        for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.01);
+      }
+      auto token = on_device(torch::randint(config.vocab_size, {2, 1}, torch::kLong));
+      auto at = positions(kPrompt + step, 1);
+      expect_close(fast(token, at, cache_k, cache_v), model->forward_cached(token, at, e_k, e_v), dtype(),
+                   which + ", decode step " + std::to_string(step));
+    }
+    expect_close(cache_k, e_k, dtype(), which + ", the keys written in place");
+    expect_close(cache_v, e_v, dtype(), which + ", the values written in place");
+  };
+  generate("first generation");
+  const auto first = fast.stats();
+  EXPECT_EQ(first.eager_calls, 0);
+  EXPECT_EQ(first.graph_captures, 1) << "the decode step is one plan, captured once";
+  EXPECT_GE(first.graph_replays, kSteps - 2) << "every decode step after the first two replays";
+  generate("second generation, other caches");
+  const auto second = fast.stats();
+  EXPECT_GT(second.graph_plain_runs, first.graph_plain_runs) << "the moved caches ran launch by launch";
+  // The decode step's graph captured again over the new caches, and the prompt's plan captured at
+  // its second call.
+  EXPECT_EQ(second.graph_captures, 3);
+  EXPECT_GT(second.graph_replays, first.graph_replays);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, ZooCuda, ::testing::Values(at::kFloat, at::kHalf, at::kBFloat16),
                          [](const ::testing::TestParamInfo<c10::ScalarType>& info) {
                            return std::string(info.param == at::kFloat  ? "float32"

@@ -164,6 +164,56 @@ TEST(ModelsCompiled, LlamaPromptThenDecodeWithTheCache) {
   EXPECT_EQ(fast.stats().hits, 2 + 3 * 2 + 1);
 }
 
+// The static-cache form (issue 18): one decode signature serves every position, so the plan must
+// read the position and the cache from the call, never from the trace; its in-place writes must
+// land in the caller's cache. Checked against the growing-cache form run eagerly, token by token,
+// over 128 decode steps, with the parameters changed halfway (both forms then compute the new
+// tokens with the new parameters over the same earlier keys and values).
+TEST(ModelsCompiled, LlamaStaticCacheDecodes128TokensAsTheGrowingCache) {
+  torch::manual_seed(11);
+  torch::NoGradGuard no_grad;
+  auto config = models::LlamaConfig::small();
+  config.max_position_embeddings = 160;
+  models::Llama model(config);
+  model->eval();
+  auto fast = compile(models::LlamaStaticCache(model), strict("llama_static"));
+  constexpr int64_t kPrompt = 7, kSteps = 128, kSlots = kPrompt + kSteps + 3;
+  auto [cache_k, cache_v] = models::static_cache(config, 1, kSlots);
+  auto [past_k, past_v] = models::empty_cache(config, 1);
+  auto positions = [](int64_t from, int64_t count) { return torch::arange(from, from + count, torch::kLong); };
+
+  auto prompt = torch::randint(config.vocab_size, {1, kPrompt}, torch::kLong);
+  at::Tensor logits = fast(prompt, positions(0, kPrompt), cache_k, cache_v);
+  auto [e_logits, e_k, e_v] = model->forward(prompt, past_k, past_v);
+  EXPECT_LE(relative_error(logits, e_logits), kTolerance) << "prompt";
+  for (int64_t step = 0; step < kSteps; ++step) {
+    if (step == kSteps / 2) perturb(*model);
+    auto token = torch::randint(config.vocab_size, {1, 1}, torch::kLong);
+    at::Tensor step_logits = fast(token, positions(kPrompt + step, 1), cache_k, cache_v);
+    std::tie(e_logits, e_k, e_v) = model->forward(token, e_k, e_v);
+    ASSERT_LE(relative_error(step_logits, e_logits), kTolerance) << "decode step " << step;
+  }
+  // The caller's caches hold every position written, the rest untouched.
+  const int64_t written = kPrompt + kSteps;
+  EXPECT_LE(relative_error(cache_k.narrow(3, 0, written), e_k), kTolerance);
+  EXPECT_LE(relative_error(cache_v.narrow(3, 0, written), e_v), kTolerance);
+  EXPECT_EQ(cache_k.narrow(3, written, kSlots - written).abs().max().item<float>(), 0.0f);
+  // Two signatures (the prompt, the decode step), each captured once; every later step a hit.
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+  EXPECT_EQ(fast.stats().hits, kSteps - 1);
+
+  // Another generation in other caches: the plan writes where it is told, not where it wrote.
+  auto [other_k, other_v] = models::static_cache(config, 1, kSlots);
+  auto first_k = cache_k.clone();
+  auto again = torch::randint(config.vocab_size, {1, 1}, torch::kLong);
+  auto [e_again_k, e_again_v] = models::static_cache(config, 1, kSlots);
+  at::Tensor again_logits = fast(again, positions(0, 1), other_k, other_v);
+  at::Tensor e_again = model->forward_cached(again, positions(0, 1), e_again_k, e_again_v);
+  EXPECT_LE(relative_error(again_logits, e_again), kTolerance);
+  EXPECT_LE(relative_error(other_k, e_again_k), kTolerance);
+  EXPECT_TRUE(torch::equal(cache_k, first_k)) << "the first generation's cache changed";
+}
+
 struct RegularizedImpl : torch::nn::Module {
   RegularizedImpl() : lin(register_module("lin", torch::nn::Linear(8, 8))), drop(register_module("drop", torch::nn::Dropout(0.2))) {}
   std::vector<torch::Tensor> forward(torch::Tensor x) { return {drop(x), torch::tanh(drop(lin(x))) + 1}; }
