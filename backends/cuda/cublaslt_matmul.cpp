@@ -70,15 +70,6 @@ cudaDataType_t cuda_type(c10::ScalarType dtype) {
   }
 }
 
-DLDataType dlpack_type(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Half: return {kDLFloat, 16, 1};
-    case c10::ScalarType::BFloat16: return {kDLBfloat, 16, 1};
-    default: return {kDLFloat, 32, 1};
-  }
-}
-
-std::int64_t element_size(c10::ScalarType dtype) { return dtype == c10::ScalarType::Float ? 4 : 2; }
 
 cublasLtEpilogue_t lt_epilogue(MatmulEpilogue epilogue, bool bias) {
   switch (epilogue) {
@@ -97,27 +88,6 @@ std::uint32_t alignment(std::initializer_list<std::uint64_t> values) {
   return static_cast<std::uint32_t>(bits & (~bits + 1));
 }
 
-// A DLTensor's sizes and strides (compact row-major when DLPack leaves strides out).
-struct Dims {
-  std::vector<std::int64_t> sizes;
-  std::vector<std::int64_t> strides;
-  int rank() const { return static_cast<int>(sizes.size()); }
-};
-
-Dims dims_of(const DLTensor& t) {
-  Dims dims;
-  dims.sizes.assign(t.shape, t.shape + t.ndim);
-  if (t.strides != nullptr) {
-    dims.strides.assign(t.strides, t.strides + t.ndim);
-  } else {
-    dims.strides.assign(static_cast<std::size_t>(t.ndim), 1);
-    for (int d = t.ndim - 2; d >= 0; --d) dims.strides[d] = dims.strides[d + 1] * std::max<std::int64_t>(t.shape[d + 1], 1);
-  }
-  return dims;
-}
-
-void* address(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
-
 // A tensor the program reads or writes, checked against what the program was planned for.
 const DLTensor& operand(const std::vector<const DLTensor*>& tensors, int index, const MatmulProgram& program,
                         int rank, const char* what) {
@@ -125,8 +95,7 @@ const DLTensor& operand(const std::vector<const DLTensor*>& tensors, int index, 
     throw std::runtime_error(fmt::format("{}: {} (tensor {}) was not passed", program.name, what, index));
   }
   const DLTensor& t = *tensors[index];
-  const auto want = dlpack_type(program.dtype);
-  if (t.dtype.code != want.code || t.dtype.bits != want.bits || t.dtype.lanes != want.lanes) {
+  if (!has_dtype(t, program.dtype)) {
     throw std::runtime_error(fmt::format("{}: {} is not {}", program.name, what, ir::dtype_name(program.dtype)));
   }
   if (t.device.device_type != kDLCUDA) throw std::runtime_error(fmt::format("{}: {} is not on a CUDA device", program.name, what));

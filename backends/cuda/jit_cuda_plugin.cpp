@@ -1,12 +1,16 @@
 // The JIT CUDA backend plugin: claims fused groups on CUDA tensors. Elementwise chains, and row
 // reductions and normalizations with their elementwise neighbours, become one generated CUDA C++
 // kernel per group (kernel_codegen); matrix products with their bias and activation epilogue
-// become one cuBLASLt call (cublaslt_matmul). A generated kernel is found in the kernel cache or compiles it
-// with NVRTC for this device, and launches it on the host's stream. Priority 300: above the
-// PyTorch GPU plugin, which runs whatever this one declines.
+// become one cuBLASLt call (cublaslt_matmul), or, with at most 8 rows in linear's form, one generated
+// matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
+// to measure cuBLASLt alone). A generated kernel is found in the kernel cache or compiles it with
+// NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU
+// plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +22,8 @@
 #include "backends/cuda/cuda_architecture.h"
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/matrix_geometry.h"
+#include "backends/cuda/matrix_vector.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/operand_checks.h"
 #include "core/graph_json.h"
@@ -43,8 +49,15 @@ struct FusedKernel {
   std::shared_ptr<LoadedKernel> loaded;
 };
 
-// What compile hands the host: a generated kernel, or a cuBLASLt program.
-using JitKernel = std::variant<FusedKernel, MatmulProgram>;
+// A matrix product: its cuBLASLt program, and the matrix-vector kernel for launches with few rows
+// (null when the form has none or the kernel is turned off).
+struct MatrixProduct {
+  MatmulProgram program;
+  std::shared_ptr<LoadedKernel> matrix_vector;
+};
+
+// What compile hands the host: a generated kernel, or a matrix product.
+using JitKernel = std::variant<FusedKernel, MatrixProduct>;
 
 using Planned = std::variant<GeneratedKernel, MatmulProgram>;
 
@@ -63,6 +76,7 @@ struct Context {
   std::map<std::string, Planned> accepted;
   std::unique_ptr<zenith::cuda::CublasLtMatmul> blas;  // null when cuBLASLt could not start
   std::string blas_failure;
+  bool matrix_vector = true;  // ZENITH_MATRIX_VECTOR=0 sends every product to cuBLASLt
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) {
@@ -95,12 +109,12 @@ std::variant<Planned, std::string> plan(const char* json, size_t size) {
 }
 
 // What changes the binary besides the source's key: the target, the compiler and its options.
-std::string full_key(const Context& context, const GeneratedKernel& kernel) {
+std::string full_key(const Context& context, const std::string& source_key) {
   std::string options;
   for (const auto& option : zenith::cuda::standard_options(context.target)) {
     if (option.rfind("-I", 0) != 0) options += option + " ";  // include folders differ between machines
   }
-  return fmt::format("{} | target {} | nvrtc {} | {}", kernel.key(), context.target.to_string(),
+  return fmt::format("{} | target {} | nvrtc {} | {}", source_key, context.target.to_string(),
                      zenith::cuda::nvrtc_version(), options);
 }
 
@@ -127,6 +141,8 @@ zn_status* jit_init(const char*, void** context_out) {
     auto context = std::make_unique<Context>();
     context->target = zenith::cuda::choose_target({major, minor}, zenith::cuda::nvrtc_supported_architectures());
     context->multiprocessors = sms;
+    const char* matrix_vector = std::getenv("ZENITH_MATRIX_VECTOR");
+    context->matrix_vector = matrix_vector == nullptr || std::strcmp(matrix_vector, "0") != 0;
     context->cache = std::make_unique<zenith::cuda::KernelCache>(zenith::cuda::KernelCache::default_folder());
     // Without cuBLASLt the generated kernels still work; matrix products then go to the next backend.
     try {
@@ -194,10 +210,18 @@ std::shared_ptr<std::mutex> compile_lock(Context& context, const std::string& ke
   return slot;
 }
 
-// The generated kernel, from the cache or compiled by NVRTC now, loaded once per process.
-FusedKernel build(Context& context, GeneratedKernel kernel, const char* options_json, bool& from_cache) {
-  FusedKernel fused{std::move(kernel), nullptr};
-  zenith::cuda::KernelKey key{full_key(context, fused.kernel)};
+// What a kernel is built from: the text its cache entry is keyed by, its extern "C" name and its
+// whole source.
+struct KernelSource {
+  std::string key;
+  std::string name;
+  std::string source;
+};
+
+// The kernel, from the cache or compiled by NVRTC now, loaded once per process.
+std::shared_ptr<LoadedKernel> build(Context& context, const KernelSource& kernel, const char* options_json,
+                                    bool& from_cache) {
+  zenith::cuda::KernelKey key{full_key(context, kernel.key)};
   auto key_mutex = compile_lock(context, key.text);
   std::lock_guard<std::mutex> compiling(*key_mutex);
   from_cache = true;
@@ -206,20 +230,36 @@ FusedKernel build(Context& context, GeneratedKernel kernel, const char* options_
     from_cache = false;
     auto options = nlohmann::json::parse(options_json ? options_json : "{}", nullptr, false);
     zenith::cuda::CompileRequest request;
-    request.source = fused.kernel.source();
-    request.kernel_name = fused.kernel.name();
+    request.source = kernel.source;
+    request.kernel_name = kernel.name;
     request.target = context.target;
-    request.source_file_name = fused.kernel.name() + ".cu";
+    request.source_file_name = kernel.name + ".cu";
     request.dump_folder = options.is_object() ? options.value("dump_dir", "") : "";
     auto compiled = zenith::cuda::compile(request);
-    cached = zenith::cuda::CachedKernel{fused.kernel.name(), std::move(compiled.binary), compiled.kind};
+    cached = zenith::cuda::CachedKernel{kernel.name, std::move(compiled.binary), compiled.kind};
     context.cache->store(key, *cached);
   }
   std::lock_guard<std::mutex> lock(context.mutex);
   auto& slot = context.loaded[key.text];
   if (!slot) slot = load(*cached);
-  fused.loaded = slot;
-  return fused;
+  return slot;
+}
+
+FusedKernel build_fused(Context& context, GeneratedKernel kernel, const char* options_json, bool& from_cache) {
+  auto loaded = build(context, {kernel.key(), kernel.name(), kernel.source()}, options_json, from_cache);
+  return FusedKernel{std::move(kernel), std::move(loaded)};
+}
+
+// The product's program, with the matrix-vector kernel where its form has one. The kernel's source
+// is its own key: it changes whenever anything the kernel does changes.
+MatrixProduct build_product(Context& context, MatmulProgram program, const char* options_json, bool& from_cache) {
+  MatrixProduct product{std::move(program), nullptr};
+  if (context.matrix_vector && zenith::cuda::has_matrix_vector_form(product.program)) {
+    auto source = zenith::cuda::matrix_vector_source(product.program);
+    product.matrix_vector =
+        build(context, {source, zenith::cuda::matrix_vector_name(product.program), source}, options_json, from_cache);
+  }
+  return product;
 }
 
 zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
@@ -236,10 +276,14 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
     if (auto* generated = std::get_if<GeneratedKernel>(&std::get<Planned>(planned))) {
       if (!generated->index64()) max_extent = zenith::cuda::kMax32BitExtent;
       bool from_cache = false;
-      jit = std::make_unique<JitKernel>(build(context, std::move(*generated), args->options_json, from_cache));
+      jit = std::make_unique<JitKernel>(build_fused(context, std::move(*generated), args->options_json, from_cache));
       source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
     } else {
-      jit = std::make_unique<JitKernel>(std::get<MatmulProgram>(std::move(std::get<Planned>(planned))));
+      bool from_cache = true;
+      auto product = build_product(context, std::get<MatmulProgram>(std::move(std::get<Planned>(planned))),
+                                   args->options_json, from_cache);
+      if (product.matrix_vector) source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
+      jit = std::make_unique<JitKernel>(std::move(product));
     }
     if (ZN_HAS_FIELD(args, zn_compile_args, from_cache)) args->from_cache = source;
     if (ZN_HAS_FIELD(args, zn_compile_args, max_extent)) {
@@ -252,7 +296,7 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
     // cuBLASLt program. Both live in the kernel, past compile's return.
     if (ZN_HAS_FIELD(args, zn_compile_args, kernel_name)) {
       const auto* fused = std::get_if<FusedKernel>(jit.get());
-      args->kernel_name = fused != nullptr ? fused->kernel.name().c_str() : std::get<MatmulProgram>(*jit).name.c_str();
+      args->kernel_name = fused != nullptr ? fused->kernel.name().c_str() : std::get<MatrixProduct>(*jit).program.name.c_str();
     }
     args->kernel = reinterpret_cast<zn_kernel*>(jit.release());
     return nullptr;
@@ -269,11 +313,21 @@ void launch_fused(const Context& context, const FusedKernel& fused, const std::v
         "launching the generated kernel");
 }
 
-// Workspace from PyTorch's caching allocator through the host, ordered on the launch's stream.
-void launch_matmul(const Context& context, const MatmulProgram& program, const zn_launch_args& args) {
+// The matrix-vector kernel when the launch fits it, else cuBLASLt with workspace from PyTorch's
+// caching allocator through the host, ordered on the launch's stream.
+void launch_product(const Context& context, const MatrixProduct& product, const zn_launch_args& args) {
+  const auto& program = product.program;
   std::vector<const DLTensor*> inputs, outputs;
   for (size_t i = 0; i < args.num_inputs; ++i) inputs.push_back(&args.inputs[i]);
   for (size_t o = 0; o < args.num_outputs; ++o) outputs.push_back(&args.outputs[o]);
+  if (product.matrix_vector) {
+    if (auto fit = zenith::cuda::matrix_vector_fit(program, inputs, outputs)) {
+      zenith::cuda::launch_matrix_vector(reinterpret_cast<const void*>(product.matrix_vector->function), *fit,
+                                         static_cast<int>(zenith::cuda::element_size(program.dtype)),
+                                         context.multiprocessors, static_cast<cudaStream_t>(args.stream));
+      return;
+    }
+  }
   const DLDevice device = args.outputs[0].device;
   auto allocate = [&](std::size_t bytes) { return host->alloc(host->host_ctx, device, bytes, args.stream); };
   auto release = [&](void* ptr) { host->dealloc(host->host_ctx, device, ptr); };
@@ -286,13 +340,14 @@ zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
     const auto& context = *static_cast<Context*>(context_ptr);
     const auto* jit = reinterpret_cast<const JitKernel*>(args->kernel);
     if (jit == nullptr) return fail(ZN_STATUS_INVALID_ARGUMENT, "no kernel");
-    if (const auto* program = std::get_if<MatmulProgram>(jit)) {
-      if (args->num_inputs != static_cast<size_t>(program->input_count) || args->num_outputs != 1) {
+    if (const auto* product = std::get_if<MatrixProduct>(jit)) {
+      const auto& program = product->program;
+      if (args->num_inputs != static_cast<size_t>(program.input_count) || args->num_outputs != 1) {
         return fail(ZN_STATUS_INVALID_ARGUMENT, fmt::format("the matrix product takes {} inputs and 1 output, the launch "
-                                                            "passed {} and {}", program->input_count, args->num_inputs,
+                                                            "passed {} and {}", program.input_count, args->num_inputs,
                                                             args->num_outputs));
       }
-      launch_matmul(context, *program, *args);
+      launch_product(context, *product, *args);
       return nullptr;
     }
     const auto& fused = std::get<FusedKernel>(*jit);

@@ -8,6 +8,28 @@
 
 namespace zenith::cuda {
 
+Dims dims_of(const DLTensor& t) {
+  Dims dims;
+  dims.sizes.assign(t.shape, t.shape + t.ndim);
+  if (t.strides != nullptr) {
+    dims.strides.assign(t.strides, t.strides + t.ndim);
+  } else {
+    dims.strides.assign(static_cast<std::size_t>(t.ndim), 1);
+    for (int d = t.ndim - 2; d >= 0; --d) dims.strides[d] = dims.strides[d + 1] * std::max<std::int64_t>(t.shape[d + 1], 1);
+  }
+  return dims;
+}
+
+void* address(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
+
+bool has_dtype(const DLTensor& t, c10::ScalarType dtype) {
+  const std::uint8_t code = dtype == c10::ScalarType::BFloat16 ? kDLBfloat : kDLFloat;
+  const std::uint8_t bits = dtype == c10::ScalarType::Float ? 32 : 16;
+  return t.dtype.code == code && t.dtype.bits == bits && t.dtype.lanes == 1;
+}
+
+std::int64_t element_size(c10::ScalarType dtype) { return dtype == c10::ScalarType::Float ? 4 : 2; }
+
 std::optional<Axis> fold(const std::int64_t* sizes, const std::int64_t* strides, int begin, int end) {
   Axis axis;
   int inner = -1;

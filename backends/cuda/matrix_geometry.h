@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/ScalarType.h>
+#include <dlpack/dlpack.h>
+
 #include "backends/cuda/matmul_plan.h"
 
 namespace zenith::cuda {
@@ -49,6 +52,25 @@ std::int64_t leading_dimension(MatrixOrder order, const MatrixView& m);
 /// PyTorch's rule: size-1 dims may have any stride, and an empty tensor is contiguous whatever
 /// its strides ([7, 0] gets strides [1, 1]).
 bool is_contiguous(const std::int64_t* sizes, const std::int64_t* strides, int rank);
+
+/// A DLTensor's sizes and strides (compact row-major when DLPack leaves strides out).
+struct Dims {
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+  int rank() const { return static_cast<int>(sizes.size()); }
+};
+
+/// The sizes and strides of `t`.
+Dims dims_of(const DLTensor& t);
+
+/// Where `t`'s first element lies (data plus byte_offset).
+void* address(const DLTensor& t);
+
+/// Whether `t` holds elements of `dtype` (float32, float16 or bfloat16), one lane each.
+bool has_dtype(const DLTensor& t, c10::ScalarType dtype);
+
+/// Bytes per element of a matrix product's dtype: 4 for float32, 2 for float16 and bfloat16.
+std::int64_t element_size(c10::ScalarType dtype);
 
 /// "row-major" or "column-major".
 const char* order_name(MatrixOrder order);

@@ -1,11 +1,13 @@
 // Planning cuBLASLt matmuls, without a GPU: every accepted form plans with the right operands,
 // layouts and epilogue; keys follow what changes the program and never a size; every refusal says
-// why.
+// why. And the matrix-vector kernel for products with few rows (matrix_vector.h): which forms have
+// it, its source compiles with NVRTC for every dtype, bias and epilogue, which launches it serves.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include "backends/cuda/matmul_plan.h"
+#include "backends/cuda/matrix_vector.h"
 #include "cuda/codegen_test_support.h"
 #include "unit/graph_builders.h"
 
@@ -314,6 +316,105 @@ TEST(CublasLtMatmulPlan, RefusalsSayWhy) {
   auto unfoldable = matmul({2, 3, 6, 4}, {2, 3, 4, 5});
   restride(unfoldable, unfoldable.inputs[0], {2, 3, 6, 4}, {24, 48, 4, 1});
   expect_refused(unfoldable, {"do not fold"});
+}
+
+// --- The matrix-vector kernel ------------------------------------------------------------------
+
+// A DLTensor on "cuda:0" over a CPU tensor's description: matrix_vector_fit reads sizes, strides,
+// dtype, device and addresses, never the data.
+DLTensor cuda_view(const at::Tensor& t) {
+  DLTensor d = codegen_test::view(t);
+  d.device = {kDLCUDA, 0};
+  d.dtype = t.scalar_type() == at::kBFloat16 ? DLDataType{kDLBfloat, 16, 1}
+                                              : DLDataType{kDLFloat, static_cast<std::uint8_t>(t.element_size() * 8), 1};
+  return d;
+}
+
+// Whether the kernel takes y = linear(x, w[, bias]) for these tensors (bias may be undefined).
+std::optional<MatrixVectorLaunch> fit(const MatmulProgram& program, const at::Tensor& x, const at::Tensor& w,
+                                      const at::Tensor& bias, const at::Tensor& out) {
+  std::vector<DLTensor> views{cuda_view(x), cuda_view(w)};
+  if (bias.defined()) views.push_back(cuda_view(bias));
+  const DLTensor out_view = cuda_view(out);
+  std::vector<const DLTensor*> inputs(static_cast<std::size_t>(program.input_count), nullptr);
+  inputs.at(program.a_input) = &views[0];
+  inputs.at(program.b_input) = &views[1];
+  if (bias.defined()) inputs.at(program.bias_input) = &views[2];
+  return matrix_vector_fit(program, inputs, {&out_view});
+}
+
+TEST(MatrixVector, OnlyLinearsFormHasTheKernel) {
+  EXPECT_TRUE(has_matrix_vector_form(plan_or_fail(linear({1, 64}, 32, false))));
+  EXPECT_TRUE(has_matrix_vector_form(plan_or_fail(linear({2, 1, 64}, 32, true, "gelu", at::kHalf))));
+  EXPECT_FALSE(has_matrix_vector_form(plan_or_fail(mm(1, 64, 32)))) << "mm's B is [K, N]";
+  EXPECT_FALSE(has_matrix_vector_form(plan_or_fail(bmm(3, 1, 64, 32)))) << "a batch of products";
+}
+
+TEST(MatrixVector, EverySourceCompiles) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (const char* what : {"", "+bias", "relu", "+bias relu", "gelu", "+bias gelu"}) {
+      const bool bias = std::string(what).find("+bias") != std::string::npos;
+      auto program = plan_or_fail(linear({1, 64}, 32, false, bias ? "" : what, dtype));
+      if (bias) program = plan_or_fail(linear({1, 64}, 32, true, std::string(what).substr(5), dtype));
+      const auto name = matrix_vector_name(program);
+      EXPECT_NE(name.find(dtype == at::kFloat ? "f32" : dtype == at::kHalf ? "f16" : "bf16"), std::string::npos) << name;
+      EXPECT_EQ(name.find("_bias") != std::string::npos, bias) << name;
+      codegen_test::expect_compiles(matrix_vector_source(program), name);
+    }
+  }
+}
+
+TEST(MatrixVector, ServesFewRowsOfAlignedContiguousOperands) {
+  const auto half = at::TensorOptions().dtype(at::kHalf);
+  const auto program = plan_or_fail(linear({1, 64}, 32, false, "", at::kHalf));
+  const auto with_bias = plan_or_fail(linear({1, 64}, 32, true, "", at::kHalf));
+  auto w = at::zeros({32, 64}, half);
+  auto served = [&](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& out) {
+    return fit(program, x, weight, at::Tensor(), out).has_value();
+  };
+  // One row, and eight (a batch of eight tokens, leading dims folded into rows).
+  auto one = fit(program, at::zeros({1, 64}, half), w, at::Tensor(), at::zeros({1, 32}, half));
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->m, 1);
+  EXPECT_EQ(one->n, 32);
+  EXPECT_EQ(one->k, 64);
+  EXPECT_EQ(one->ldw, 64);
+  EXPECT_EQ(one->bias, nullptr);
+  EXPECT_TRUE(served(at::zeros({2, 4, 64}, half), w, at::zeros({2, 4, 32}, half)));
+  // Rows of A a padded stride apart (a slice of a wider tensor) still stream.
+  auto wide = at::zeros({3, 128}, half);
+  auto sliced = fit(program, wide.narrow(1, 0, 64), w, at::Tensor(), at::zeros({3, 32}, half));
+  ASSERT_TRUE(sliced.has_value());
+  EXPECT_EQ(sliced->lda, 128);
+  // The bias is passed.
+  auto bias = at::zeros({32}, half);
+  auto biased = fit(with_bias, at::zeros({1, 64}, half), w, bias, at::zeros({1, 32}, half));
+  ASSERT_TRUE(biased.has_value());
+  EXPECT_EQ(biased->bias, bias.data_ptr());
+
+  // cuBLASLt's: nine rows, K not a multiple of 16 bytes, misaligned A, a transposed weight, a
+  // strided output, a bias that is not packed.
+  EXPECT_FALSE(served(at::zeros({9, 64}, half), w, at::zeros({9, 32}, half)));
+  auto w60 = at::zeros({32, 60}, half);
+  EXPECT_FALSE(served(at::zeros({1, 60}, half), w60, at::zeros({1, 32}, half)));
+  EXPECT_FALSE(served(at::zeros({1, 65}, half).narrow(1, 1, 64), w, at::zeros({1, 32}, half)));
+  EXPECT_FALSE(served(at::zeros({1, 64}, half), at::zeros({64, 32}, half).t(), at::zeros({1, 32}, half)));
+  EXPECT_FALSE(served(at::zeros({2, 64}, half), w, at::zeros({32, 2}, half).t()));
+  EXPECT_FALSE(fit(with_bias, at::zeros({1, 64}, half), w, at::zeros({64}, half).slice(0, 0, 64, 2),
+                   at::zeros({1, 32}, half)).has_value());
+  // Another dtype than the program's.
+  EXPECT_FALSE(served(at::zeros({1, 64}), w, at::zeros({1, 32}, half)));
+}
+
+TEST(MatrixVector, WarpsPerElementFillTheDeviceWithoutStarvingLanes) {
+  // The TinyLlama-shaped decoder's products on 132 multiprocessors, float16.
+  EXPECT_EQ(matrix_vector_warps_per_element(32000, 2048, 2, 132), 1) << "lm_head: 4000 blocks of one warp each";
+  EXPECT_EQ(matrix_vector_warps_per_element(5632, 2048, 2, 132), 1) << "gate and up";
+  EXPECT_EQ(matrix_vector_warps_per_element(2048, 2048, 2, 132), 2) << "q and o: 512 blocks";
+  EXPECT_EQ(matrix_vector_warps_per_element(256, 2048, 2, 132), 8) << "k and v";
+  // A short row keeps every lane busy: K = 512 float16 is 64 chunks, one per lane of two warps.
+  EXPECT_EQ(matrix_vector_warps_per_element(16, 512, 2, 132), 2);
+  EXPECT_EQ(matrix_vector_warps_per_element(16, 8, 2, 132), 1);
 }
 
 }  // namespace

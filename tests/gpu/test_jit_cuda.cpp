@@ -1,6 +1,7 @@
 // The JIT CUDA backend on the GPU: every fusible elementwise op against eager in float32, float16
 // and bfloat16 at sizes 1 to 2^20 on contiguous, transposed, sliced and misaligned inputs, fused
-// chains with broadcast operands, matrix products with their cuBLASLt epilogue, and the kernel
+// chains with broadcast operands, matrix products with their cuBLASLt epilogue or as the
+// matrix-vector kernel, and the kernel
 // cache across sizes. Labelled `gpu`. Every signature is called on fresh values after its capture
 // (kCallsPerSignature calls), each compared with eager on the same values.
 //
@@ -10,8 +11,13 @@
 // the storage type: 1e-2 (float16) and 4e-2 (bfloat16) relative to the largest value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -260,6 +266,48 @@ TEST_F(JitCuda, MatrixProductsWithTheirEpilogueAreOneCublasLtCall) {
       auto report = fast.report();
       EXPECT_EQ(report.groups, 1) << report.to_string();
       EXPECT_EQ(report.nodes_per_backend.count("torch_gpu"), 0u) << report.to_string();
+    }
+  }
+}
+
+// Up to 8 rows in linear's form run as the generated matrix-vector kernel (matrix_vector.h),
+// which splits each dot product over lanes and warps and sums in float32 in another order than
+// cuBLASLt: tolerances as above, float32 1e-5·sqrt(K) (at least 2e-4 with GELU's tanh). Shapes
+// with one row, with rows folded from leading dims, with N = 1 (eight warps share the element)
+// and a long N, in every dtype, with and without bias and activation.
+TEST_F(JitCuda, ProductsWithFewRowsRunAsTheMatrixVectorKernel) {
+  torch::NoGradGuard no_grad;
+  using Fn = std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>;
+  const std::vector<std::pair<std::string, Fn>> forms = {
+      {"linear", [](at::Tensor x, at::Tensor w, at::Tensor) { return torch::linear(x, w); }},
+      {"linear+bias relu", [](at::Tensor x, at::Tensor w, at::Tensor b) { return torch::relu(torch::linear(x, w, b)); }},
+      {"linear+bias gelu", [](at::Tensor x, at::Tensor w, at::Tensor b) { return torch::gelu(torch::linear(x, w, b), "tanh"); }},
+  };
+  struct Shape {
+    std::vector<std::int64_t> x;
+    std::int64_t n;
+  };
+  const std::vector<Shape> shapes = {{{1, 2048}, 300}, {{3, 512}, 1}, {{2, 4, 264}, 64}, {{1, 1, 72}, 5000}};
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    const auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    for (const auto& [name, fn] : forms) {
+      for (const auto& shape : shapes) {
+        auto fast = compile(fn, strict());
+        const auto k = shape.x.back();
+        const double tol = dtype == at::kFloat ? std::max(1e-5 * std::sqrt(static_cast<double>(k)),
+                                                          name.find("gelu") != std::string::npos ? 2e-4 : 0.0)
+                                               : tolerance(dtype);
+        for (int call = 0; call < kCallsPerSignature; ++call) {
+          auto x = torch::randn(shape.x, options), w = torch::randn({shape.n, k}, options) * 0.1;
+          auto b = torch::randn({shape.n}, options);
+          EXPECT_LE(relative_error(fast(x, w, b).to(at::kFloat), fn(x, w, b).to(at::kFloat)), tol)
+              << name << " " << c10::toString(dtype) << " x " << shape.x << " N " << shape.n << ", " << call_name(call);
+        }
+        auto report = fast.report();
+        EXPECT_EQ(report.groups, 1) << report.to_string();
+        EXPECT_EQ(report.kernels_compiled + report.kernel_cache_hits, 1)
+            << "the product's matrix-vector kernel was built: " << report.to_string();
+      }
     }
   }
 }

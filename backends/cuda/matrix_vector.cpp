@@ -1,0 +1,281 @@
+#include "backends/cuda/matrix_vector.h"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/matrix_geometry.h"
+
+namespace zenith::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr std::int64_t kVectorBytes = 16;
+
+const char* dtype_word(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    default: return "f32";
+  }
+}
+
+const char* epilogue_word(MatmulEpilogue epilogue) {
+  switch (epilogue) {
+    case MatmulEpilogue::Relu: return "relu";
+    case MatmulEpilogue::GeluTanh: return "gelu_tanh";
+    case MatmulEpilogue::None: break;
+  }
+  return "none";
+}
+
+// The element type and its conversions; dot16 multiplies two 16-byte vectors of it, in float32.
+std::string element_code(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Half:
+      return R"(#include <cuda_fp16.h>
+typedef __half T;
+__device__ __forceinline__ float to_float(T v) { return __half2float(v); }
+__device__ __forceinline__ T from_float(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ float dot16(uint4 w, uint4 a) {
+  const __half2* wh = reinterpret_cast<const __half2*>(&w);
+  const __half2* ah = reinterpret_cast<const __half2*>(&a);
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 wf = __half22float2(wh[i]), af = __half22float2(ah[i]);
+    sum = fmaf(wf.x, af.x, sum);
+    sum = fmaf(wf.y, af.y, sum);
+  }
+  return sum;
+}
+)";
+    case c10::ScalarType::BFloat16:
+      return R"(#include <cuda_bf16.h>
+typedef __nv_bfloat16 T;
+__device__ __forceinline__ float to_float(T v) { return __bfloat162float(v); }
+__device__ __forceinline__ T from_float(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ float dot16(uint4 w, uint4 a) {
+  const __nv_bfloat162* wh = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const __nv_bfloat162* ah = reinterpret_cast<const __nv_bfloat162*>(&a);
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 wf = __bfloat1622float2(wh[i]), af = __bfloat1622float2(ah[i]);
+    sum = fmaf(wf.x, af.x, sum);
+    sum = fmaf(wf.y, af.y, sum);
+  }
+  return sum;
+}
+)";
+    default:
+      return R"(typedef float T;
+__device__ __forceinline__ float to_float(T v) { return v; }
+__device__ __forceinline__ T from_float(float v) { return v; }
+__device__ __forceinline__ float dot16(uint4 w, uint4 a) {
+  const float4 wf = *reinterpret_cast<const float4*>(&w), af = *reinterpret_cast<const float4*>(&a);
+  return fmaf(wf.w, af.w, fmaf(wf.z, af.z, fmaf(wf.y, af.y, wf.x * af.x)));
+}
+)";
+  }
+}
+
+std::string epilogue_code(MatmulEpilogue epilogue) {
+  switch (epilogue) {
+    case MatmulEpilogue::Relu: return "  return fmaxf(v, 0.f);\n";
+    case MatmulEpilogue::GeluTanh:
+      return "  return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
+    case MatmulEpilogue::None: break;
+  }
+  return "  return v;\n";
+}
+
+// The body, the same for every dtype. Lane `lane` of warp part `part` reads the 16-byte chunks
+// (part * 32 + lane) + i * (warps per element * 32) of the weight row: consecutive lanes read
+// consecutive chunks, so each warp's loads are whole 512-byte lines. Four chunks' loads are issued
+// before any is used, so that enough bytes are in flight to stream at the memory's bandwidth.
+constexpr const char* kBody = R"(
+extern "C" __global__ void __launch_bounds__(256) NAME(
+    const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw, const T* __restrict__ bias,
+    T* __restrict__ out, int m, int n, int k, int warps_per_element) {
+  constexpr int kVec = 16 / sizeof(T);
+  constexpr int kMaxRows = 8;
+  __shared__ float partial[8][kMaxRows];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long element = (long long)blockIdx.x * (8 / warps_per_element) + warp / warps_per_element;
+  const int part = warp % warps_per_element;
+  const bool valid = element < n;
+  float acc[kMaxRows];
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r) acc[r] = 0.f;
+  if (valid) {
+    const T* row = w + element * ldw;
+    const int step = warps_per_element * 32 * kVec;
+    int k0 = (part * 32 + lane) * kVec;
+    for (; k0 + 3 * step < k; k0 += 4 * step) {
+      uint4 wv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int r = 0; r < kMaxRows; ++r) {
+          if (r < m) acc[r] += dot16(wv[j], __ldg(reinterpret_cast<const uint4*>(a + r * lda + k0 + j * step)));
+        }
+      }
+    }
+    for (; k0 < k; k0 += step) {
+      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(row + k0));
+#pragma unroll
+      for (int r = 0; r < kMaxRows; ++r) {
+        if (r < m) acc[r] += dot16(wv, __ldg(reinterpret_cast<const uint4*>(a + r * lda + k0)));
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r) {
+    if (r < m) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+    }
+  }
+  if (warps_per_element > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kMaxRows; ++r) partial[warp][r] = acc[r];
+    }
+    __syncthreads();
+    if (lane == 0 && part == 0) {
+#pragma unroll
+      for (int r = 0; r < kMaxRows; ++r) {
+        float sum = 0.f;
+        for (int j = 0; j < warps_per_element; ++j) sum += partial[warp + j][r];
+        acc[r] = sum;
+      }
+    }
+  }
+  if (!valid || part != 0 || lane != 0) return;
+  const float b = bias != nullptr ? to_float(bias[element]) : 0.f;
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r) {
+    if (r < m) out[(long long)r * n + element] = from_float(epilogue(acc[r] + b));
+  }
+}
+)";
+
+std::int64_t vector_elements(c10::ScalarType dtype) { return kVectorBytes / element_size(dtype); }
+
+bool aligned(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % kVectorBytes == 0; }
+
+const DLTensor* tensor_at(const std::vector<const DLTensor*>& tensors, int index) {
+  if (index < 0 || static_cast<std::size_t>(index) >= tensors.size()) return nullptr;
+  return tensors[index];
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
+}
+
+}  // namespace
+
+bool has_matrix_vector_form(const MatmulProgram& program) {
+  return program.leading == LeadingDims::FoldIntoRows && program.b_stored_transposed && program.b_rank == 2;
+}
+
+std::string matrix_vector_name(const MatmulProgram& program) {
+  return fmt::format("zenith_matvec_{}_{}{}", dtype_word(program.dtype), epilogue_word(program.epilogue),
+                     program.bias_input >= 0 ? "_bias" : "");
+}
+
+std::string matrix_vector_source(const MatmulProgram& program) {
+  std::string body = kBody;
+  const std::string name = matrix_vector_name(program);
+  body.replace(body.find("NAME"), 4, name);
+  return "// " + name + ": out[r, n] = epilogue(sum_k a[r, k] * w[n, k] + bias[n]) (backends/cuda/matrix_vector.h)\n" +
+         element_code(program.dtype) + "__device__ __forceinline__ float epilogue(float v) {\n" +
+         epilogue_code(program.epilogue) + "}\n" + body;
+}
+
+std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program,
+                                                    const std::vector<const DLTensor*>& inputs,
+                                                    const std::vector<const DLTensor*>& outputs) {
+  if (!has_matrix_vector_form(program) || outputs.size() != 1 || outputs[0] == nullptr) return std::nullopt;
+  const DLTensor* a = tensor_at(inputs, program.a_input);
+  const DLTensor* w = tensor_at(inputs, program.b_input);
+  const DLTensor* out = outputs[0];
+  if (a == nullptr || w == nullptr || a->ndim < 1 || w->ndim != 2 || out->ndim != a->ndim) return std::nullopt;
+  for (const DLTensor* t : {a, w, out}) {
+    if (!has_dtype(*t, program.dtype) || t->device.device_type != kDLCUDA) return std::nullopt;
+  }
+  const auto a_dims = dims_of(*a), w_dims = dims_of(*w), out_dims = dims_of(*out);
+  const auto av = view_matrices(a_dims.sizes.data(), a_dims.strides.data(), a_dims.rank(), LeadingDims::FoldIntoRows, false);
+  const auto ov =
+      view_matrices(out_dims.sizes.data(), out_dims.strides.data(), out_dims.rank(), LeadingDims::FoldIntoRows, false);
+  if (!av || !ov) return std::nullopt;
+  MatrixVectorLaunch launch;
+  launch.m = av->rows.count;
+  launch.k = av->cols.count;
+  launch.n = w_dims.sizes[0];
+  const std::int64_t vec = vector_elements(program.dtype);
+  if (launch.m < 1 || launch.m > kMatrixVectorMaxRows || launch.n < 1 || launch.k < 1 || launch.k % vec != 0 ||
+      launch.k > INT_MAX || launch.n > INT_MAX || w_dims.sizes[1] != launch.k) {
+    return std::nullopt;
+  }
+  // Unit stride along K for A and the weight; rows 16 bytes apart (a single row's stride is unused).
+  if (av->cols.stride != 1 || w_dims.strides[1] != 1) return std::nullopt;
+  launch.lda = launch.m > 1 ? av->rows.stride : launch.k;
+  launch.ldw = launch.n > 1 ? w_dims.strides[0] : launch.k;
+  if (launch.lda % vec != 0 || launch.ldw % vec != 0) return std::nullopt;
+  if (ov->rows.count != launch.m || ov->cols.count != launch.n ||
+      !is_contiguous(out_dims.sizes.data(), out_dims.strides.data(), out_dims.rank())) {
+    return std::nullopt;
+  }
+  launch.a = address(*a);
+  launch.w = address(*w);
+  launch.out = address(*out);
+  if (!aligned(launch.a) || !aligned(launch.w)) return std::nullopt;
+  if (program.bias_input >= 0) {
+    const DLTensor* bias = tensor_at(inputs, program.bias_input);
+    if (bias == nullptr || !has_dtype(*bias, program.dtype) || bias->device.device_type != kDLCUDA) return std::nullopt;
+    const auto dims = dims_of(*bias);
+    std::int64_t count = 1;
+    for (auto s : dims.sizes) count *= s;
+    if (count != launch.n || (launch.n > 1 && dims.strides.back() != 1)) return std::nullopt;
+    launch.bias = address(*bias);
+  }
+  const auto device = out->device.device_id;
+  if (a->device.device_id != device || w->device.device_id != device) return std::nullopt;
+  return launch;
+}
+
+int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_bytes, int multiprocessors) {
+  const std::int64_t chunks = k * element_bytes / kVectorBytes;  // 16-byte chunks per row
+  int warps = 1;
+  while (warps < kWarps) {
+    const std::int64_t blocks = (n + kWarps / warps - 1) / (kWarps / warps);
+    if (blocks >= 2 * static_cast<std::int64_t>(multiprocessors)) break;
+    if (chunks < static_cast<std::int64_t>(warps) * 2 * 32) break;  // each lane keeps at least one chunk
+    warps *= 2;
+  }
+  return warps;
+}
+
+void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int element_bytes,
+                          int multiprocessors, cudaStream_t stream) {
+  int warps = matrix_vector_warps_per_element(launch.n, launch.k, element_bytes, multiprocessors);
+  const std::int64_t per_block = kWarps / warps;
+  const auto blocks = static_cast<unsigned>((launch.n + per_block - 1) / per_block);
+  long long lda = launch.lda, ldw = launch.ldw;
+  int m = static_cast<int>(launch.m), n = static_cast<int>(launch.n), k = static_cast<int>(launch.k);
+  const void* a = launch.a;
+  const void* w = launch.w;
+  const void* bias = launch.bias;
+  void* out = launch.out;
+  void* params[] = {&a, &lda, &w, &ldw, &bias, &out, &m, &n, &k, &warps};
+  check(cudaLaunchKernel(function, dim3(blocks), dim3(kThreads), params, 0, stream), "launching the matrix-vector kernel");
+}
+
+}  // namespace zenith::cuda

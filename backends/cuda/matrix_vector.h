@@ -1,0 +1,68 @@
+// Matrix products with few rows (a decode step at batch 1: one token's activations times every
+// weight matrix) as one generated kernel that streams the weight once, instead of cuBLASLt's tiled
+// kernels, which are built for many rows and read the weight at a fraction of the memory bandwidth
+// when there is one. For linear's form only: out[r, n] = epilogue(sum_k a[r, k] * w[n, k] + bias[n]),
+// the weight [N, K] row-major as nn.Linear holds it, at most kMatrixVectorMaxRows rows of A.
+//
+// Each output element's dot product is split over 1 to 8 warps of a 256-thread block (more warps
+// per element when N is small, so that the grid still fills the device); each lane reads 16 bytes
+// of a weight row at a time and accumulates in float32; the warps' partial sums meet in shared
+// memory, and the bias and activation are applied before the one rounding to the output's dtype.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <dlpack/dlpack.h>
+
+#include "backends/cuda/matmul_plan.h"
+
+namespace zenith::cuda {
+
+/// The most rows of A one launch of the kernel takes; more go to cuBLASLt.
+constexpr std::int64_t kMatrixVectorMaxRows = 8;
+
+/// Whether `program` has linear's form (A's leading dims folded into rows, the weight a 2-D [N, K]
+/// tensor holding Bᵀ), for which the kernel exists; whether a launch fits is matrix_vector_fit's.
+bool has_matrix_vector_form(const MatmulProgram& program);
+
+/// The kernel's extern "C" name for `program`'s dtype, bias and epilogue.
+std::string matrix_vector_name(const MatmulProgram& program);
+
+/// The kernel's whole translation unit (NVRTC), for `program`'s dtype, bias and epilogue.
+std::string matrix_vector_source(const MatmulProgram& program);
+
+/// One launch: the operands' addresses and what the kernel reads them with.
+struct MatrixVectorLaunch {
+  const void* a = nullptr;     ///< A, rows lda elements apart, unit stride along K
+  std::int64_t lda = 0;
+  const void* w = nullptr;     ///< the weight [N, K], rows ldw elements apart, unit stride along K
+  std::int64_t ldw = 0;
+  const void* bias = nullptr;  ///< [N] packed, or null
+  void* out = nullptr;         ///< [M, N] row-major contiguous
+  std::int64_t m = 0, n = 0, k = 0;
+};
+
+/// The launch for these tensors (the group's inputs in order, its one output), or nullopt when
+/// the kernel does not serve them and cuBLASLt should: a form without the kernel, no rows or
+/// columns, more than kMatrixVectorMaxRows rows, K of 0 or not a multiple of 16 bytes' worth of
+/// elements, a leading dimension or address not 16-byte aligned, a non-unit stride along K, an
+/// output that is not row-major contiguous, a bias that is not a packed [N] vector, or a dtype
+/// other than the program's. Reads only the tensors' descriptions, never their data.
+std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program,
+                                                    const std::vector<const DLTensor*>& inputs,
+                                                    const std::vector<const DLTensor*>& outputs);
+
+/// Warps of a block that share one output element: the fewest (1, 2, 4 or 8) that give at least
+/// two blocks per multiprocessor, but never more than K's 16-byte chunks per lane allow.
+int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_bytes, int multiprocessors);
+
+/// Enqueues the kernel (`function`, loaded from matrix_vector_source's binary) for `launch` on
+/// `stream`. Throws std::runtime_error with CUDA's message when the launch fails.
+void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int element_bytes,
+                          int multiprocessors, cudaStream_t stream);
+
+}  // namespace zenith::cuda
