@@ -182,7 +182,7 @@ void check(cudaError_t status, const char* what) {
 }  // namespace
 
 bool has_matrix_vector_form(const MatmulProgram& program) {
-  return program.leading == LeadingDims::FoldIntoRows && program.b_stored_transposed && program.b_rank == 2;
+  return program.leading == LeadingDims::FoldIntoRows && program.b_rank == 2 && program.b_order == MatrixOrder::ColumnMajor;
 }
 
 std::string matrix_vector_name(const MatmulProgram& program) {
@@ -212,22 +212,25 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
   }
   const auto a_dims = dims_of(*a), w_dims = dims_of(*w), out_dims = dims_of(*out);
   const auto av = view_matrices(a_dims.sizes.data(), a_dims.strides.data(), a_dims.rank(), LeadingDims::FoldIntoRows, false);
+  const auto bv = view_matrices(w_dims.sizes.data(), w_dims.strides.data(), 2, LeadingDims::FoldIntoRows,
+                                program.b_stored_transposed);
   const auto ov =
       view_matrices(out_dims.sizes.data(), out_dims.strides.data(), out_dims.rank(), LeadingDims::FoldIntoRows, false);
-  if (!av || !ov) return std::nullopt;
+  if (!av || !bv || !ov) return std::nullopt;
   MatrixVectorLaunch launch;
   launch.m = av->rows.count;
   launch.k = av->cols.count;
-  launch.n = w_dims.sizes[0];
+  launch.n = bv->cols.count;
   const std::int64_t vec = vector_elements(program.dtype);
   if (launch.m < 1 || launch.m > kMatrixVectorMaxRows || launch.n < 1 || launch.k < 1 || launch.k % vec != 0 ||
-      launch.k > INT_MAX || launch.n > INT_MAX || w_dims.sizes[1] != launch.k) {
+      launch.k > INT_MAX || launch.n > INT_MAX || bv->rows.count != launch.k) {
     return std::nullopt;
   }
-  // Unit stride along K for A and the weight; rows 16 bytes apart (a single row's stride is unused).
-  if (av->cols.stride != 1 || w_dims.strides[1] != 1) return std::nullopt;
+  // Unit stride along K for A and B (B read as [K, N]: column n is the weight's row n, whatever
+  // tensor holds it); rows 16 bytes apart (a single row's stride is unused).
+  if (av->cols.stride != 1 || bv->rows.stride != 1) return std::nullopt;
   launch.lda = launch.m > 1 ? av->rows.stride : launch.k;
-  launch.ldw = launch.n > 1 ? w_dims.strides[0] : launch.k;
+  launch.ldw = launch.n > 1 ? bv->cols.stride : launch.k;
   if (launch.lda % vec != 0 || launch.ldw % vec != 0) return std::nullopt;
   if (ov->rows.count != launch.m || ov->cols.count != launch.n ||
       !is_contiguous(out_dims.sizes.data(), out_dims.strides.data(), out_dims.rank())) {

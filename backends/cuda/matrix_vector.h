@@ -2,7 +2,8 @@
 // weight matrix) as one generated kernel that streams the weight once, instead of cuBLASLt's tiled
 // kernels, which are built for many rows and read the weight at a fraction of the memory bandwidth
 // when there is one. For linear's form only: out[r, n] = epilogue(sum_k a[r, k] * w[n, k] + bias[n]),
-// the weight [N, K] row-major as nn.Linear holds it, at most kMatrixVectorMaxRows rows of A.
+// the weight [N, K] row-major as nn.Linear holds it (passed as such, or as its transpose to matmul,
+// which is how a traced linear reaches the plan), at most kMatrixVectorMaxRows rows of A.
 //
 // Each output element's dot product is split over 1 to 8 warps of a 256-thread block (more warps
 // per element when N is small, so that the grid still fills the device); each lane reads 16 bytes
@@ -25,8 +26,9 @@ namespace zenith::cuda {
 /// The most rows of A one launch of the kernel takes; more go to cuBLASLt.
 constexpr std::int64_t kMatrixVectorMaxRows = 8;
 
-/// Whether `program` has linear's form (A's leading dims folded into rows, the weight a 2-D [N, K]
-/// tensor holding Bᵀ), for which the kernel exists; whether a launch fits is matrix_vector_fit's.
+/// Whether `program` has linear's form (A's leading dims folded into rows, B a 2-D tensor read as
+/// [K, N] with unit stride along K: a row-major [N, K] weight), for which the kernel exists;
+/// whether a launch fits is matrix_vector_fit's.
 bool has_matrix_vector_form(const MatmulProgram& program);
 
 /// The kernel's extern "C" name for `program`'s dtype, bias and epilogue.

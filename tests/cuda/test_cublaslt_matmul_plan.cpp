@@ -346,7 +346,11 @@ std::optional<MatrixVectorLaunch> fit(const MatmulProgram& program, const at::Te
 TEST(MatrixVector, OnlyLinearsFormHasTheKernel) {
   EXPECT_TRUE(has_matrix_vector_form(plan_or_fail(linear({1, 64}, 32, false))));
   EXPECT_TRUE(has_matrix_vector_form(plan_or_fail(linear({2, 1, 64}, 32, true, "gelu", at::kHalf))));
-  EXPECT_FALSE(has_matrix_vector_form(plan_or_fail(mm(1, 64, 32)))) << "mm's B is [K, N]";
+  // A traced linear: matmul(x, weight.t()), B a column-major view of the [N, K] weight.
+  auto traced = matmul({1, 1, 64}, {64, 32});
+  restride(traced, traced.inputs[1], {64, 32}, {1, 64});
+  EXPECT_TRUE(has_matrix_vector_form(plan_or_fail(traced)));
+  EXPECT_FALSE(has_matrix_vector_form(plan_or_fail(mm(1, 64, 32)))) << "mm's B is a row-major [K, N]";
   EXPECT_FALSE(has_matrix_vector_form(plan_or_fail(bmm(3, 1, 64, 32)))) << "a batch of products";
 }
 
@@ -398,12 +402,24 @@ TEST(MatrixVector, ServesFewRowsOfAlignedContiguousOperands) {
   auto w60 = at::zeros({32, 60}, half);
   EXPECT_FALSE(served(at::zeros({1, 60}, half), w60, at::zeros({1, 32}, half)));
   EXPECT_FALSE(served(at::zeros({1, 65}, half).narrow(1, 1, 64), w, at::zeros({1, 32}, half)));
-  EXPECT_FALSE(served(at::zeros({1, 64}, half), at::zeros({64, 32}, half).t(), at::zeros({1, 32}, half)));
+  EXPECT_FALSE(served(at::zeros({1, 64}, half), at::zeros({64, 32}, half).t(), at::zeros({1, 32}, half)))
+      << "the weight's transpose: unit stride along N";
   EXPECT_FALSE(served(at::zeros({2, 64}, half), w, at::zeros({32, 2}, half).t()));
   EXPECT_FALSE(fit(with_bias, at::zeros({1, 64}, half), w, at::zeros({64}, half).slice(0, 0, 64, 2),
                    at::zeros({1, 32}, half)).has_value());
   // Another dtype than the program's.
   EXPECT_FALSE(served(at::zeros({1, 64}), w, at::zeros({1, 32}, half)));
+
+  // The traced form (float32, as the matmul builder makes it): B is the weight's transpose, a view.
+  auto traced = matmul({1, 1, 64}, {64, 32});
+  restride(traced, traced.inputs[1], {64, 32}, {1, 64});
+  const auto matmul_program = plan_or_fail(traced);
+  auto weight = at::zeros({32, 64});
+  auto from_matmul = fit(matmul_program, at::zeros({1, 1, 64}), weight.t(), at::Tensor(), at::zeros({1, 1, 32}));
+  ASSERT_TRUE(from_matmul.has_value());
+  EXPECT_EQ(from_matmul->n, 32);
+  EXPECT_EQ(from_matmul->ldw, 64);
+  EXPECT_EQ(from_matmul->w, weight.data_ptr());
 }
 
 TEST(MatrixVector, WarpsPerElementFillTheDeviceWithoutStarvingLanes) {
