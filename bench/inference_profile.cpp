@@ -3,13 +3,18 @@
 // cache of 256 slots) called eagerly and through Zenith (its plan replayed as a CUDA graph), each
 // profiled over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against
 // wall time, and the kernels that take longest. Random weights.
-//   bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama]
-// Defaults: both dtypes, batch 1, BERT and ResNet-50 (the decoder only when named); float16
-// ResNet-50 is channels-last. Prints Markdown. Needs a CUDA device.
+// With --model linears: the decoder's weight matrices one at a time (a bias-free linear over one
+// token), each call's device time and the weight bytes it streams per second, eager (cuBLAS)
+// against Zenith (its matrix-vector kernel, or cuBLASLt with ZENITH_MATRIX_VECTOR=0).
+//   bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama|linears]
+// Defaults: both dtypes, batch 1, BERT and ResNet-50 (the decoder and its linears only when named);
+// float16 ResNet-50 is channels-last. Prints Markdown. Needs a CUDA device.
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -97,10 +102,43 @@ void llama_decode(c10::ScalarType dtype, std::int64_t batch) {
   profile(name + ", Zenith", [&] { return fast(token, position, k, v); });
 }
 
+// Device time of one call of `call`, averaged over the profiled calls.
+double device_ms_per_call(const std::function<torch::Tensor()>& call) {
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < kWarmup; ++i) call();
+  torch::cuda::synchronize();
+  return zenith::bench::profile_kernels([&] { call(); }, kProfiled, 1).device_ms;
+}
+
+void llama_linears(c10::ScalarType dtype, std::int64_t batch) {
+  const auto config = zenith::models::LlamaConfig::tinyllama();
+  const std::int64_t kv = config.num_kv_heads * config.head_dim();
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {  // (out, in) features
+      {config.hidden_size, config.hidden_size},       {kv, config.hidden_size},
+      {config.intermediate_size, config.hidden_size}, {config.hidden_size, config.intermediate_size},
+      {config.vocab_size, config.hidden_size}};
+  std::printf("### The decoder's linears, one token (batch %lld, %s): device time per call\n\n",
+              static_cast<long long>(batch), c10::toString(dtype));
+  std::printf("| out x in | weight MB | eager ms | eager GB/s | Zenith ms | Zenith GB/s |\n| --- | --- | --- | --- | --- | --- |\n");
+  for (const auto& [out, in] : shapes) {
+    torch::manual_seed(4);
+    torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+    linear->to(torch::kCUDA, dtype);
+    auto x = torch::randn({batch, 1, in}, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
+    const double eager = device_ms_per_call([&] { return linear->forward(x); });
+    auto fast = zenith::compile(linear);
+    const double zenith = device_ms_per_call([&] { return fast(x); });
+    const double bytes = static_cast<double>(linear->weight.nbytes());
+    std::printf("| %lld x %lld | %.1f | %.4f | %.0f | %.4f | %.0f |\n", static_cast<long long>(out),
+                static_cast<long long>(in), bytes / 1e6, eager, bytes / eager / 1e6, zenith, bytes / zenith / 1e6);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int usage() {
-  std::fprintf(stderr, "usage: bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama]\n");
+  std::fprintf(stderr, "usage: bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama|linears]\n");
   return 2;
 }
 
@@ -118,7 +156,7 @@ int main(int argc, char** argv) {
       dtypes = {value == "float32" ? at::kFloat : at::kHalf};
     } else if (flag == "--batch" && std::atoll(value.c_str()) > 0) {
       batch = std::atoll(value.c_str());
-    } else if (flag == "--model" && (value == "bert" || value == "resnet" || value == "llama")) {
+    } else if (flag == "--model" && (value == "bert" || value == "resnet" || value == "llama" || value == "linears")) {
       model = value;
     } else {
       return usage();
@@ -130,6 +168,7 @@ int main(int argc, char** argv) {
       if (model.empty() || model == "bert") bert(dtype, batch);
       if (model.empty() || model == "resnet") resnet(dtype, batch);
       if (model == "llama") llama_decode(dtype, batch);
+      if (model == "linears") llama_linears(dtype, batch);
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_inference_profile: %s\n", error.what());
