@@ -223,7 +223,8 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
   launch.n = bv->cols.count;
   const std::int64_t vec = vector_elements(program.dtype);
   if (launch.m < 1 || launch.m > kMatrixVectorMaxRows || launch.n < 1 || launch.k < 1 || launch.k % vec != 0 ||
-      launch.k > INT_MAX || launch.n > INT_MAX || bv->rows.count != launch.k) {
+      launch.k > INT_MAX || launch.n > INT_MAX || bv->rows.count != launch.k ||
+      launch.n * launch.k * element_size(program.dtype) > kMatrixVectorMaxWeightBytes) {
     return std::nullopt;
   }
   // Unit stride along K for A and B (B read as [K, N]: column n is the weight's row n, whatever

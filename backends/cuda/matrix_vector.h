@@ -26,6 +26,13 @@ namespace zenith::cuda {
 /// The most rows of A one launch of the kernel takes; more go to cuBLASLt.
 constexpr std::int64_t kMatrixVectorMaxRows = 8;
 
+/// The largest weight the kernel takes; larger ones go to cuBLASLt. Measured on an H200 at one
+/// float16 row (bench_inference_profile --model linears, 2026-11-27): a 1 MB weight (256 x 2048)
+/// takes the kernel 3.3 us against cuBLAS's 4.7, whose tiled kernels cannot go below about 4.7 us
+/// however small the weight; from 8.4 MB up cuBLAS streams as fast or faster (2048 x 2048: 5.0
+/// against 4.7 us; 5632 x 2048: 7.4 against 6.2; 32000 x 2048: 37.2 against 32.9).
+constexpr std::int64_t kMatrixVectorMaxWeightBytes = std::int64_t{4} << 20;
+
 /// Whether `program` has linear's form (A's leading dims folded into rows, B a 2-D tensor read as
 /// [K, N] with unit stride along K: a row-major [N, K] weight), for which the kernel exists;
 /// whether a launch fits is matrix_vector_fit's.
@@ -50,7 +57,7 @@ struct MatrixVectorLaunch {
 
 /// The launch for these tensors (the group's inputs in order, its one output), or nullopt when
 /// the kernel does not serve them and cuBLASLt should: a form without the kernel, no rows or
-/// columns, more than kMatrixVectorMaxRows rows, K of 0 or not a multiple of 16 bytes' worth of
+/// columns, more than kMatrixVectorMaxRows rows, a weight above kMatrixVectorMaxWeightBytes, K of 0 or not a multiple of 16 bytes' worth of
 /// elements, a leading dimension or address not 16-byte aligned, a non-unit stride along K, an
 /// output that is not row-major contiguous, a bias that is not a packed [N] vector, or a dtype
 /// other than the program's. Reads only the tensors' descriptions, never their data.
