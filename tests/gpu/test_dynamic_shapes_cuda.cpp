@@ -68,7 +68,10 @@ TEST(DynamicShapesCuda, HundredRandomLengthsCompileNothingAfterTheFirst) {
   for (std::int64_t warm : {300, 517}) expect_computed(warm);
   const auto warmed = fast.stats();
   ASSERT_EQ(warmed.symbolic_plans, 1) << fast.report().to_string();
-  ASSERT_GT(warmed.kernels_compiled + fast.report().groups_without_compile, 0);
+  // The plan has its product's launches: compiled now, found in the kernel cache (the product's
+  // matrix-vector kernel), or run by a library without compiling.
+  const auto warmed_report = fast.report();
+  ASSERT_GT(warmed.kernels_compiled + warmed_report.kernel_cache_hits + warmed_report.groups_without_compile, 0);
   for (auto length : random_lengths(100, 100, 1000, 62)) expect_computed(length);
   const auto swept = fast.stats();
   EXPECT_EQ(swept.kernels_compiled, warmed.kernels_compiled) << "no compile after the first lengths";
