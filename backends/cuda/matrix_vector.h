@@ -27,7 +27,7 @@ namespace zenith::cuda {
 constexpr std::int64_t kMatrixVectorMaxRows = 8;
 
 /// The largest weight the kernel takes; larger ones go to cuBLASLt. Measured on an H200 at one
-/// float16 row (bench_inference_profile --model linears, 2026-11-27): a 1 MB weight (256 x 2048)
+/// float16 row (bench_inference_profile --model linears, 2026-11-26): a 1 MB weight (256 x 2048)
 /// takes the kernel 3.3 us against cuBLAS's 4.7, whose tiled kernels cannot go below about 4.7 us
 /// however small the weight; from 8.4 MB up cuBLAS streams as fast or faster (2048 x 2048: 5.0
 /// against 4.7 us; 5632 x 2048: 7.4 against 6.2; 32000 x 2048: 37.2 against 32.9).

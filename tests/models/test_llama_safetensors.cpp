@@ -17,42 +17,15 @@
 #include "models/llama.h"
 #include "models/llama_safetensors.h"
 #include "models/safetensors.h"
+#include "common/safetensors_writer.h"
 
 namespace {
 
 using zenith::models::Llama;
 using zenith::models::LlamaConfig;
 
-std::string dtype_name(torch::ScalarType type) {
-  switch (type) {
-    case torch::kFloat32: return "F32";
-    case torch::kFloat16: return "F16";
-    case torch::kBFloat16: return "BF16";
-    case torch::kInt64: return "I64";
-    default: throw std::runtime_error("test writer: unexpected dtype");
-  }
-}
-
-// Writes `tensors` as a safetensors file; `header_patch` may alter an entry to make a broken file.
-void write_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
-                       const std::function<void(nlohmann::json&)>& header_patch = nullptr) {
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "pt"}};
-  std::string data;
-  for (const auto& [name, tensor] : tensors) {
-    auto t = tensor.contiguous().cpu();
-    const auto begin = data.size();
-    data.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
-    header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
-  }
-  if (header_patch) header_patch(header);
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // the format pads the header to 8 bytes with spaces
-  std::ofstream out(path, std::ios::binary);
-  const std::uint64_t length = text.size();
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((length >> (8 * i)) & 0xff));
-  out << text << data;
-}
+using zenith::testing::hf_state;
+using zenith::testing::write_safetensors;
 
 class SafetensorsFile : public ::testing::Test {
  protected:
@@ -60,12 +33,6 @@ class SafetensorsFile : public ::testing::Test {
   void TearDown() override { std::remove(path.c_str()); }
   std::string path = ::testing::TempDir() + "zenith_test_" + std::to_string(::getpid()) + ".safetensors";
 };
-
-std::map<std::string, torch::Tensor> hf_state(Llama& model) {
-  std::map<std::string, torch::Tensor> state;
-  for (const auto& item : model->named_parameters(true)) state[zenith::models::hf_llama_name(item.key())] = item.value().detach();
-  return state;
-}
 
 TEST_F(SafetensorsFile, ReadsDtypesShapesAndValues) {
   std::map<std::string, torch::Tensor> written = {
