@@ -32,45 +32,37 @@ const char* epilogue_word(MatmulEpilogue epilogue) {
   return "none";
 }
 
+// A 16-bit element type's code: eight elements to a 16-byte vector, read as four pairs.
+std::string sixteen_bit_code(const char* header, const char* type, const char* pair, const char* to_float,
+                             const char* from_float, const char* pair_to_float2) {
+  return fmt::format(R"(#include <{0}>
+typedef {1} T;
+__device__ __forceinline__ float to_float(T v) {{ return {3}(v); }}
+__device__ __forceinline__ T from_float(float v) {{ return {4}(v); }}
+__device__ __forceinline__ float dot16(uint4 w, uint4 a) {{
+  const {2}* wh = reinterpret_cast<const {2}*>(&w);
+  const {2}* ah = reinterpret_cast<const {2}*>(&a);
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {{
+    const float2 wf = {5}(wh[i]), af = {5}(ah[i]);
+    sum = fmaf(wf.x, af.x, sum);
+    sum = fmaf(wf.y, af.y, sum);
+  }}
+  return sum;
+}}
+)",
+                     header, type, pair, to_float, from_float, pair_to_float2);
+}
+
 // The element type and its conversions; dot16 multiplies two 16-byte vectors of it, in float32.
 std::string element_code(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::ScalarType::Half:
-      return R"(#include <cuda_fp16.h>
-typedef __half T;
-__device__ __forceinline__ float to_float(T v) { return __half2float(v); }
-__device__ __forceinline__ T from_float(float v) { return __float2half_rn(v); }
-__device__ __forceinline__ float dot16(uint4 w, uint4 a) {
-  const __half2* wh = reinterpret_cast<const __half2*>(&w);
-  const __half2* ah = reinterpret_cast<const __half2*>(&a);
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 wf = __half22float2(wh[i]), af = __half22float2(ah[i]);
-    sum = fmaf(wf.x, af.x, sum);
-    sum = fmaf(wf.y, af.y, sum);
-  }
-  return sum;
-}
-)";
+      return sixteen_bit_code("cuda_fp16.h", "__half", "__half2", "__half2float", "__float2half_rn", "__half22float2");
     case c10::ScalarType::BFloat16:
-      return R"(#include <cuda_bf16.h>
-typedef __nv_bfloat16 T;
-__device__ __forceinline__ float to_float(T v) { return __bfloat162float(v); }
-__device__ __forceinline__ T from_float(float v) { return __float2bfloat16_rn(v); }
-__device__ __forceinline__ float dot16(uint4 w, uint4 a) {
-  const __nv_bfloat162* wh = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* ah = reinterpret_cast<const __nv_bfloat162*>(&a);
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 wf = __bfloat1622float2(wh[i]), af = __bfloat1622float2(ah[i]);
-    sum = fmaf(wf.x, af.x, sum);
-    sum = fmaf(wf.y, af.y, sum);
-  }
-  return sum;
-}
-)";
+      return sixteen_bit_code("cuda_bf16.h", "__nv_bfloat16", "__nv_bfloat162", "__bfloat162float", "__float2bfloat16_rn",
+                              "__bfloat1622float2");
     default:
       return R"(typedef float T;
 __device__ __forceinline__ float to_float(T v) { return v; }
