@@ -250,11 +250,12 @@ FusedKernel build_fused(Context& context, GeneratedKernel kernel, const char* op
   return FusedKernel{std::move(kernel), std::move(loaded)};
 }
 
-// The product's program, with the matrix-vector kernel where its form has one. The kernel's source
-// is its own key: it changes whenever anything the kernel does changes.
-MatrixProduct build_product(Context& context, MatmulProgram program, const char* options_json, bool& from_cache) {
+// The product's program, with the matrix-vector kernel where a launch of the group may use it. The
+// kernel's source is its own key: it changes whenever anything the kernel does changes.
+MatrixProduct build_product(Context& context, MatmulProgram program, const zenith::ir::Graph& group,
+                            const char* options_json, bool& from_cache) {
   MatrixProduct product{std::move(program), nullptr};
-  if (context.matrix_vector && zenith::cuda::has_matrix_vector_form(product.program)) {
+  if (context.matrix_vector && zenith::cuda::matrix_vector_may_serve(product.program, group)) {
     auto source = zenith::cuda::matrix_vector_source(product.program);
     product.matrix_vector =
         build(context, {source, zenith::cuda::matrix_vector_name(product.program), source}, options_json, from_cache);
@@ -280,7 +281,9 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
       source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
     } else {
       bool from_cache = true;
-      auto product = build_product(context, std::get<MatmulProgram>(std::move(std::get<Planned>(planned))),
+      const auto group = zenith::ir::from_json(
+          zenith::ir::parse_json(std::string(args->group_json, args->group_json_size), "group from the host"));
+      auto product = build_product(context, std::get<MatmulProgram>(std::move(std::get<Planned>(planned))), group,
                                    args->options_json, from_cache);
       if (product.matrix_vector) source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
       jit = std::make_unique<JitKernel>(std::move(product));

@@ -177,6 +177,17 @@ bool has_matrix_vector_form(const MatmulProgram& program) {
   return program.leading == LeadingDims::FoldIntoRows && program.b_rank == 2 && program.b_order == MatrixOrder::ColumnMajor;
 }
 
+bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& group) {
+  if (!has_matrix_vector_form(program) || program.b_input < 0 ||
+      static_cast<std::size_t>(program.b_input) >= group.inputs.size()) {
+    return false;
+  }
+  const auto& b = group.value(group.inputs[program.b_input]).type;
+  std::int64_t elements = 1;
+  for (auto size : b.sizes) elements *= size;
+  return elements * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
+}
+
 std::string matrix_vector_name(const MatmulProgram& program) {
   return fmt::format("zenith_matvec_{}_{}{}", dtype_word(program.dtype), epilogue_word(program.epilogue),
                      program.bias_input >= 0 ? "_bias" : "");

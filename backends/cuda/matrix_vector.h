@@ -20,6 +20,7 @@
 #include <dlpack/dlpack.h>
 
 #include "backends/cuda/matmul_plan.h"
+#include "core/graph.h"
 
 namespace zenith::cuda {
 
@@ -37,6 +38,11 @@ constexpr std::int64_t kMatrixVectorMaxWeightBytes = std::int64_t{4} << 20;
 /// [K, N] with unit stride along K: a row-major [N, K] weight), for which the kernel exists;
 /// whether a launch fits is matrix_vector_fit's.
 bool has_matrix_vector_form(const MatmulProgram& program);
+
+/// Whether a launch of `program` planned from `group` can ever fit the kernel: the form, and B
+/// (a parameter, whose size every launch shares) within kMatrixVectorMaxWeightBytes. The plugin
+/// builds the kernel only then: otherwise every launch would go to cuBLASLt anyway.
+bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& group);
 
 /// The kernel's extern "C" name for `program`'s dtype, bias and epilogue.
 std::string matrix_vector_name(const MatmulProgram& program);

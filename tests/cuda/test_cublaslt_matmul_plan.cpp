@@ -354,6 +354,18 @@ TEST(MatrixVector, OnlyLinearsFormHasTheKernel) {
   EXPECT_FALSE(has_matrix_vector_form(plan_or_fail(bmm(3, 1, 64, 32)))) << "a batch of products";
 }
 
+TEST(MatrixVector, BuiltOnlyWhereTheWeightCanFit) {
+  // Up to 4 MiB of weight: 1024 x 2048 float16 is 4 MiB exactly, 1032 rows are more; float32 halves it.
+  EXPECT_TRUE(matrix_vector_may_serve(plan_or_fail(linear({1, 2048}, 1024, false, "", at::kHalf)),
+                                      linear({1, 2048}, 1024, false, "", at::kHalf)));
+  auto big = linear({1, 2048}, 1032, false, "", at::kHalf);
+  EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(big), big));
+  auto wide = linear({1, 2048}, 1024, false, "", at::kFloat);
+  EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(wide), wide));
+  auto batched = bmm(3, 1, 64, 32);
+  EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(batched), batched)) << "not linear's form";
+}
+
 TEST(MatrixVector, EverySourceCompiles) {
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     for (const char* what : {"", "+bias", "relu", "+bias relu", "gelu", "+bias gelu"}) {
