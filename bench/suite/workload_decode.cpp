@@ -1,9 +1,10 @@
 // The LLaMA-style decoder generating with a KV cache: a prompt in one call, then one token per
 // call. In the growing form (the zoo's forward) each call returns the grown caches; in the static
 // form (LlamaStaticCache, case flag "static_cache") the caches are allocated once per mode with a
-// slot for every token of a generation, zeroed before each generation and written in place. The tokens fed after the prompt are fixed in
-// advance (the same for every mode) rather than sampled, so that every mode does the same work
-// whatever its rounding; sampling (an argmax) costs nothing next to a step.
+// slot for every token of a generation, zeroed before each generation and written in place. The
+// tokens fed after the prompt are fixed in advance (the same for every mode) rather than sampled,
+// so that every mode does the same work whatever its rounding; sampling (an argmax) costs nothing
+// next to a step.
 // Tokens per second are over the new tokens of a warm generation (the second and later); the
 // first generation, which pays for every capture and compile, is reported apart.
 #include <torch/torch.h>
