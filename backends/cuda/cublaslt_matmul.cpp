@@ -277,9 +277,7 @@ void attach_bias(Problem& problem, const MatmulProgram& program, const std::vect
                  std::int64_t n, int device) {
   const DLTensor& bias = operand(inputs, program.bias_input, program, program.bias_rank, "the bias");
   const auto dims = dims_of(bias);
-  std::int64_t count = 1;
-  for (auto s : dims.sizes) count *= s;
-  if (count != n || (n > 1 && dims.strides.back() != 1) || bias.device.device_id != device) {
+  if (!is_packed_vector(dims, n) || bias.device.device_id != device) {
     throw std::runtime_error(fmt::format("{}: the bias {} strides {} is not a packed vector of N = {} on the output's device",
                                          program.name, shape_text(dims.sizes), shape_text(dims.strides), n));
   }

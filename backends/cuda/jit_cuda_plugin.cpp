@@ -22,7 +22,6 @@
 #include "backends/cuda/cuda_architecture.h"
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/kernel_cache.h"
-#include "backends/cuda/matrix_geometry.h"
 #include "backends/cuda/matrix_vector.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/operand_checks.h"
@@ -59,7 +58,14 @@ struct MatrixProduct {
 // What compile hands the host: a generated kernel, or a matrix product.
 using JitKernel = std::variant<FusedKernel, MatrixProduct>;
 
-using Planned = std::variant<GeneratedKernel, MatmulProgram>;
+// A planned product: its cuBLASLt program, and whether a launch of its group may fit the
+// matrix-vector kernel (decided on the group's types, when query plans it).
+struct PlannedProduct {
+  MatmulProgram program;
+  bool matrix_vector = false;
+};
+
+using Planned = std::variant<GeneratedKernel, PlannedProduct>;
 
 // Accepted plans kept between query and compile; more would mean compiles that never came.
 constexpr std::size_t kMaxAccepted = 1024;
@@ -92,20 +98,22 @@ void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
 }
 
-template <typename Result>
-std::variant<Planned, std::string> take(std::variant<Result, std::string> generated) {
-  if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
-  return Planned{std::get<Result>(std::move(generated))};
-}
-
 // Groups holding a matrix product go to cuBLASLt, the others to the code generators.
 std::variant<Planned, std::string> plan(const char* json, size_t size) {
   auto group = zenith::ir::from_json(zenith::ir::parse_json(std::string(json, size), "group from the host"));
   const bool product = std::any_of(group.nodes.begin(), group.nodes.end(), [](const zenith::ir::Node& node) {
     return zenith::ir::op_info(node.op).category == zenith::ir::OpCategory::MatrixProduct;
   });
-  if (product) return take(zenith::cuda::plan_matmul(group));
-  return take(zenith::cuda::generate_kernel(group));
+  if (product) {
+    auto planned = zenith::cuda::plan_matmul(group);
+    if (auto* why = std::get_if<std::string>(&planned)) return std::move(*why);
+    auto& program = std::get<MatmulProgram>(planned);
+    const bool matrix_vector = zenith::cuda::matrix_vector_may_serve(program, group);
+    return Planned{PlannedProduct{std::move(program), matrix_vector}};
+  }
+  auto generated = zenith::cuda::generate_kernel(group);
+  if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
+  return Planned{std::get<GeneratedKernel>(std::move(generated))};
 }
 
 // What changes the binary besides the source's key: the target, the compiler and its options.
@@ -162,7 +170,7 @@ void jit_shutdown(void* context) { delete static_cast<Context*>(context); }
 // Why this plugin cannot run the group, or empty.
 std::string refusal(const Context& context, const std::variant<Planned, std::string>& planned) {
   if (const auto* why = std::get_if<std::string>(&planned)) return *why;
-  if (std::holds_alternative<MatmulProgram>(std::get<Planned>(planned)) && !context.blas) {
+  if (std::holds_alternative<PlannedProduct>(std::get<Planned>(planned)) && !context.blas) {
     return "cuBLASLt is unavailable: " + context.blas_failure;
   }
   return "";
@@ -252,10 +260,9 @@ FusedKernel build_fused(Context& context, GeneratedKernel kernel, const char* op
 
 // The product's program, with the matrix-vector kernel where a launch of the group may use it. The
 // kernel's source is its own key: it changes whenever anything the kernel does changes.
-MatrixProduct build_product(Context& context, MatmulProgram program, const zenith::ir::Graph& group,
-                            const char* options_json, bool& from_cache) {
-  MatrixProduct product{std::move(program), nullptr};
-  if (context.matrix_vector && zenith::cuda::matrix_vector_may_serve(product.program, group)) {
+MatrixProduct build_product(Context& context, PlannedProduct planned, const char* options_json, bool& from_cache) {
+  MatrixProduct product{std::move(planned.program), nullptr};
+  if (context.matrix_vector && planned.matrix_vector) {
     auto source = zenith::cuda::matrix_vector_source(product.program);
     product.matrix_vector =
         build(context, {source, zenith::cuda::matrix_vector_name(product.program), source}, options_json, from_cache);
@@ -281,10 +288,9 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
       source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
     } else {
       bool from_cache = true;
-      const auto group = zenith::ir::from_json(
-          zenith::ir::parse_json(std::string(args->group_json, args->group_json_size), "group from the host"));
-      auto product = build_product(context, std::get<MatmulProgram>(std::move(std::get<Planned>(planned))), group,
-                                   args->options_json, from_cache);
+      auto product =
+          build_product(context, std::get<PlannedProduct>(std::move(std::get<Planned>(planned))), args->options_json,
+                        from_cache);
       if (product.matrix_vector) source = from_cache ? ZN_COMPILE_FROM_CACHE : ZN_COMPILE_COMPILED;
       jit = std::make_unique<JitKernel>(std::move(product));
     }
@@ -326,7 +332,6 @@ void launch_product(const Context& context, const MatrixProduct& product, const 
   if (product.matrix_vector) {
     if (auto fit = zenith::cuda::matrix_vector_fit(program, inputs, outputs)) {
       zenith::cuda::launch_matrix_vector(reinterpret_cast<const void*>(product.matrix_vector->function), *fit,
-                                         static_cast<int>(zenith::cuda::element_size(program.dtype)),
                                          context.multiprocessors, static_cast<cudaStream_t>(args.stream));
       return;
     }

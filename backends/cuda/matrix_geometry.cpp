@@ -20,6 +20,12 @@ Dims dims_of(const DLTensor& t) {
   return dims;
 }
 
+bool is_packed_vector(const Dims& dims, std::int64_t n) {
+  std::int64_t count = 1;
+  for (auto s : dims.sizes) count *= s;
+  return count == n && (n <= 1 || dims.strides.back() == 1);
+}
+
 void* address(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
 
 bool has_dtype(const DLTensor& t, c10::ScalarType dtype) {

@@ -63,6 +63,9 @@ struct Dims {
 /// The sizes and strides of `t`.
 Dims dims_of(const DLTensor& t);
 
+/// Whether `dims` hold `n` elements one apart (a bias of N: [N], [1, N], ...).
+bool is_packed_vector(const Dims& dims, std::int64_t n);
+
 /// Where `t`'s first element lies (data plus byte_offset).
 void* address(const DLTensor& t);
 

@@ -183,9 +183,7 @@ bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& grou
     return false;
   }
   const auto& b = group.value(group.inputs[program.b_input]).type;
-  std::int64_t elements = 1;
-  for (auto size : b.sizes) elements *= size;
-  return elements * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
+  return b.numel() * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
 }
 
 std::string matrix_vector_name(const MatmulProgram& program) {
@@ -246,15 +244,15 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
   if (!aligned(launch.a) || !aligned(launch.w)) return std::nullopt;
   if (program.bias_input >= 0) {
     const DLTensor* bias = tensor_at(inputs, program.bias_input);
-    if (bias == nullptr || !has_dtype(*bias, program.dtype) || bias->device.device_type != kDLCUDA) return std::nullopt;
-    const auto dims = dims_of(*bias);
-    std::int64_t count = 1;
-    for (auto s : dims.sizes) count *= s;
-    if (count != launch.n || (launch.n > 1 && dims.strides.back() != 1)) return std::nullopt;
+    if (bias == nullptr || !has_dtype(*bias, program.dtype) || bias->device.device_type != kDLCUDA ||
+        !is_packed_vector(dims_of(*bias), launch.n)) {
+      return std::nullopt;
+    }
     launch.bias = address(*bias);
   }
   const auto device = out->device.device_id;
   if (a->device.device_id != device || w->device.device_id != device) return std::nullopt;
+  launch.element_bytes = static_cast<int>(element_size(program.dtype));
   return launch;
 }
 
@@ -270,9 +268,9 @@ int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_
   return warps;
 }
 
-void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int element_bytes,
-                          int multiprocessors, cudaStream_t stream) {
-  int warps = matrix_vector_warps_per_element(launch.n, launch.k, element_bytes, multiprocessors);
+void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int multiprocessors,
+                          cudaStream_t stream) {
+  int warps = matrix_vector_warps_per_element(launch.n, launch.k, launch.element_bytes, multiprocessors);
   const std::int64_t per_block = kWarps / warps;
   const auto blocks = static_cast<unsigned>((launch.n + per_block - 1) / per_block);
   long long lda = launch.lda, ldw = launch.ldw;

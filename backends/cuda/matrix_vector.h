@@ -59,6 +59,7 @@ struct MatrixVectorLaunch {
   const void* bias = nullptr;  ///< [N] packed, or null
   void* out = nullptr;         ///< [M, N] row-major contiguous
   std::int64_t m = 0, n = 0, k = 0;
+  int element_bytes = 0;       ///< of the program's dtype
 };
 
 /// The launch for these tensors (the group's inputs in order, its one output), or nullopt when
@@ -77,7 +78,7 @@ int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_
 
 /// Enqueues the kernel (`function`, loaded from matrix_vector_source's binary) for `launch` on
 /// `stream`. Throws std::runtime_error with CUDA's message when the launch fails.
-void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int element_bytes,
-                          int multiprocessors, cudaStream_t stream);
+void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int multiprocessors,
+                          cudaStream_t stream);
 
 }  // namespace zenith::cuda

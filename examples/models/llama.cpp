@@ -121,18 +121,18 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::rota
   return {apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v};
 }
 
-torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& keys_cache,
-                                         const torch::Tensor& values_cache, const torch::Tensor& mask) {
+torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& keys,
+                                         const torch::Tensor& values, const torch::Tensor& mask) {
   const int64_t batch = q.size(0);
   const int64_t seq_len = q.size(2);
   const int64_t n_rep = num_heads_ / num_kv_heads_;
-  torch::Tensor keys = repeat_kv(keys_cache, n_rep);
-  torch::Tensor values = repeat_kv(values_cache, n_rep);
+  torch::Tensor repeated_keys = repeat_kv(keys, n_rep);
+  torch::Tensor repeated_values = repeat_kv(values, n_rep);
   torch::Tensor scores =
-      torch::matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+      torch::matmul(q, repeated_keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
   torch::Tensor probs = torch::softmax(scores + mask, -1);
   torch::Tensor out =
-      torch::matmul(probs, values).transpose(1, 2).reshape({batch, seq_len, num_heads_ * head_dim_});
+      torch::matmul(probs, repeated_values).transpose(1, 2).reshape({batch, seq_len, num_heads_ * head_dim_});
   return project(o_proj, o_lora, out);
 }
 
