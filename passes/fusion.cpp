@@ -172,28 +172,23 @@ class Grouping {
 
 namespace {
 
-// A group computed from values no other group produces (parameters, their views), whose results
-// only one elementwise group reads, joins that group, which then computes them per element: a
-// per-channel scale rsqrt(var + eps) * weight costs a few instructions there, and a launch and a
-// stored tensor on its own. (Groups grow from producer to consumer, so such a chain, which reads
-// nothing the consumer's chain produced, starts a group of its own.)
-void absorb_parameter_groups(const ir::Graph& graph, Grouping& grouping, const std::map<int, RowSpace>& row_space,
-                             const std::map<int, MatmulGroup>& matmul_groups,
-                             const std::vector<std::vector<int>>& consumers, std::size_t max_nodes) {
+// A group whose results only one other elementwise group reads joins that group, which then
+// computes them per element: a per-channel scale rsqrt(var + eps) * weight, or one side of a sum
+// of two chains (x * cos + rotated * sin), costs a few instructions there, and a launch and a
+// stored tensor on its own. (Groups grow from producer to consumer, and a node joins the group of
+// one producer only: a chain that reads nothing the consumer's own chain produced starts a group
+// of its own.) Row-reduction and matrix-product groups neither join nor take others.
+void absorb_single_reader_groups(const ir::Graph& graph, Grouping& grouping, const std::map<int, RowSpace>& row_space,
+                                 const std::map<int, MatmulGroup>& matmul_groups,
+                                 const std::vector<std::vector<int>>& consumers, std::size_t max_nodes) {
   const std::set<int> returned(graph.outputs.begin(), graph.outputs.end());
-  const auto& producer = grouping.producer_of_value();
   for (int from : grouping.groups()) {
     if (row_space.count(from) || matmul_groups.count(from)) continue;
     const auto& members = grouping.members(from);
-    bool reads_groups = false;
     std::set<int> readers;
     bool read_elsewhere = false;
     for (int member : members) {
       const auto& node = graph.nodes[static_cast<std::size_t>(member)];
-      for (int id : node.input_ids()) {
-        const int p = producer[static_cast<std::size_t>(id)];
-        reads_groups = reads_groups || (p >= 0 && grouping.group_of(p) >= 0 && grouping.group_of(p) != from);
-      }
       for (int id : node.outputs) {
         read_elsewhere = read_elsewhere || returned.count(id) > 0;
         for (int reader : consumers[static_cast<std::size_t>(id)]) {
@@ -204,7 +199,7 @@ void absorb_parameter_groups(const ir::Graph& graph, Grouping& grouping, const s
         }
       }
     }
-    if (reads_groups || read_elsewhere || readers.size() != 1) continue;
+    if (read_elsewhere || readers.size() != 1) continue;
     const int into = *readers.begin();
     if (row_space.count(into) || matmul_groups.count(into)) continue;
     if (grouping.size(into) + members.size() > max_nodes) continue;
@@ -265,7 +260,7 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
     }
   }
 
-  absorb_parameter_groups(graph, grouping, row_space, matmul_groups, consumers, max_nodes_);
+  absorb_single_reader_groups(graph, grouping, row_space, matmul_groups, consumers, max_nodes_);
 
   // Only groups of two or more nodes are fusion; renumber them densely.
   std::map<int, int> dense;
