@@ -186,12 +186,6 @@ class Matcher {
   const std::set<int> returned_;
 };
 
-// [B, H, T, Dv] over [B, T, H, Dv] memory: what flash and memory-efficient attention return.
-std::vector<std::int64_t> fused_layout(const std::vector<std::int64_t>& sizes) {
-  const auto heads = sizes[1], tokens = sizes[2], dim = sizes[3];
-  return {tokens * heads * dim, dim, heads * dim, 1};
-}
-
 // Appends `node` to `nodes` with one new result, typed as ATen gives it on the meta device or, for
 // an op without a meta kernel, as the value `like`.
 int append_typed(ir::Graph& graph, MetaValues& meta, ir::Node node, std::vector<ir::Node>& nodes,
@@ -272,34 +266,9 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
   fused.outputs = {out};
   context = std::move(fused);
   auto& type = result.value(out).type;
-  type.strides = fused_layout(type.sizes);
+  type.strides = fused_attention_layout(type.sizes);
   // What reads the result is typed again, on meta tensors, as ATen will lay it out.
-  std::set<int> changed = {out};
-  MetaValues meta(result);
-  for (std::size_t n = m.context + 1; n < result.nodes.size(); ++n) {
-    auto& node = result.nodes[n];
-    const auto inputs = node.input_ids();
-    if (std::none_of(inputs.begin(), inputs.end(), [&](int id) { return changed.count(id) > 0; })) continue;
-    std::vector<at::Tensor> outputs;
-    try {
-      outputs = meta.run(node);
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    for (std::size_t o = 0; o < node.outputs.size(); ++o) {
-      auto& old = result.value(node.outputs[o]).type;
-      auto fresh = type_of(outputs[o]);
-      if (fresh.dtype != old.dtype || fresh.sizes != old.sizes) return std::nullopt;
-      if (fresh.strides != old.strides) {
-        old.strides = fresh.strides;
-        changed.insert(node.outputs[o]);
-      }
-      meta.set(node.outputs[o], outputs[o]);
-    }
-  }
-  for (int id : result.outputs) {
-    if (changed.count(id)) return std::nullopt;
-  }
+  if (!retype_readers(result, {out}, m.context + 1)) return std::nullopt;
   std::vector<ir::Node> kept;
   kept.reserve(result.nodes.size() + mask_nodes.size());
   const std::set<std::size_t> removed(m.removed.begin(), m.removed.end());
@@ -313,6 +282,11 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
 }
 
 }  // namespace
+
+std::vector<std::int64_t> fused_attention_layout(const std::vector<std::int64_t>& sizes) {
+  const auto heads = sizes[1], tokens = sizes[2], dim = sizes[3];
+  return {tokens * heads * dim, dim, heads * dim, 1};
+}
 
 void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
   std::int64_t fused = 0, kept = 0;

@@ -20,9 +20,16 @@
 // typed one (conform_output): slower, never wrong.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "passes/pass.h"
 
 namespace zenith::passes {
+
+/// The strides of a fused attention result of `sizes` [B, H, T, Dv]: it lies over [B, T, H, Dv]
+/// memory, as flash and memory-efficient attention return it.
+std::vector<std::int64_t> fused_attention_layout(const std::vector<std::int64_t>& sizes);
 
 class AttentionFusion : public Pass {
  public:

@@ -3,6 +3,8 @@
 // that write new nodes, or change what a node reads, type the results so.
 #pragma once
 
+#include <cstddef>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -30,5 +32,17 @@ class MetaValues {
   const ir::Graph& graph_;
   std::unordered_map<int, at::Tensor> tensors_;
 };
+
+/// Types `node`'s one result on the meta tensors of what it reads, on the device of its first
+/// tensor input, and makes it value `output` (a new intermediate value when -1); returns the value.
+/// Throws what the op throws, or when `output`'s dtype or sizes would change.
+int type_result(ir::Graph& graph, MetaValues& meta, ir::Node& node, int output = -1);
+
+/// Types again, on meta tensors, every node from index `from` on that reads a value in `changed`
+/// (values whose types the caller already set: a rewrite changed their layout), and in turn what
+/// reads those nodes' results. Returns false when a node's result would change dtype or sizes,
+/// when a node cannot be typed (a view of a layout it cannot view) or when a returned value's
+/// layout would change; the graph is then partly retyped and the caller drops it.
+bool retype_readers(ir::Graph& graph, std::set<int> changed, std::size_t from);
 
 }  // namespace zenith::passes

@@ -13,9 +13,12 @@
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/grouped_query_attention.h"
 #include "passes/identity_elimination.h"
 #include "passes/reduction_input_casts.h"
+#include "passes/rotary_embedding.h"
 #include "passes/round_trip_casts.h"
+#include "passes/sibling_products.h"
 #include "passes/fusion.h"
 
 namespace zenith::passes {
@@ -74,7 +77,7 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
   return reports;
 }
 
-PassManager PassManager::default_pipeline(const CompileOptions& options) {
+PassManager PassManager::default_pipeline(const CompileOptions& options, bool inference) {
   PassManager manager;
   manager.add(std::make_unique<IdentityElimination>());
   manager.add(std::make_unique<BatchNormDecomposition>());
@@ -83,6 +86,9 @@ PassManager PassManager::default_pipeline(const CompileOptions& options) {
   manager.add(std::make_unique<RoundTripCastElimination>());
   manager.add(std::make_unique<ReductionInputCasts>());
   manager.add(std::make_unique<AttentionFusion>());
+  if (inference) manager.add(std::make_unique<GroupedQueryAttention>());
+  if (inference) manager.add(std::make_unique<RotaryEmbedding>());
+  if (inference && options.keep_derived_values) manager.add(std::make_unique<SiblingProducts>());
   manager.add(std::make_unique<DeadCodeElimination>());
   manager.add(std::make_unique<CastCopies>());
   manager.add(std::make_unique<ElementwiseFusion>());

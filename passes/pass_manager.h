@@ -16,8 +16,12 @@ class PassManager {
   /// invalid. Returns one report per pass.
   std::vector<PassReport> run(ir::Graph& graph) const;
 
-  /// The default pipeline: constant folding, CSE, DCE, elementwise fusion.
-  static PassManager default_pipeline(const CompileOptions& options);
+  /// The default pipeline: constant folding, CSE, attention fusion, DCE, elementwise fusion; for
+  /// an `inference` plan, grouped-query attention without repeated keys and values and rotary
+  /// embeddings as elementwise ops too, and when it
+  /// keeps derived values (CompileOptions::keep_derived_values), sibling products concatenated
+  /// (their concatenated weights are derived values).
+  static PassManager default_pipeline(const CompileOptions& options, bool inference);
 
  private:
   std::vector<std::unique_ptr<Pass>> passes_;

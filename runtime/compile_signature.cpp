@@ -174,7 +174,7 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
       plan = build.plan;
       entry->training = build.training;
     } else {
-      auto lowered = optimize_and_lower(std::move(capture.graph), report);
+      auto lowered = optimize_and_lower(std::move(capture.graph), report, /*inference=*/true);
       attach_value_checks(*lowered, capture);
       report.value_checks = describe_value_checks(*lowered);
       for (const auto& line : report.value_checks) {
@@ -236,7 +236,8 @@ Engine::Compiled Engine::compile_signature(const std::vector<c10::IValue>& args,
   return Compiled{entry, capture.result};
 }
 
-std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport& report, const std::string& part) const {
+std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport& report, bool inference,
+                                                 const std::string& part) const {
   // One line per phase as it ends: a long compile shows where it is. Probes are many and alike.
   auto phase = [&](const std::string& text) {
     if (part.rfind("probe", 0) == 0) log::debug("{}: {}{}", options_.name, part + " ", text);
@@ -244,7 +245,7 @@ std::shared_ptr<Plan> Engine::optimize_and_lower(ir::Graph graph, CompileReport&
   };
   auto passes_start = Clock::now();
   const auto captured = graph.nodes.size();
-  report.passes = passes::PassManager::default_pipeline(options_).run(graph);
+  report.passes = passes::PassManager::default_pipeline(options_, inference).run(graph);
   report.passes_ms = ms_since(passes_start);
   report.nodes_final = static_cast<std::int64_t>(graph.nodes.size());
   phase(fmt::format("passes: {} -> {} nodes in {:.1f} ms", captured, graph.nodes.size(), report.passes_ms));

@@ -83,9 +83,11 @@ class Engine {
   /// channels_last) when every result keeps eager's layout, typing the graph from one run of it on
   /// `inputs` (the call's tensors, then parameters and buffers). Logs at info why not when it tried.
   void relayout_for_inference(ir::Graph& graph, const std::vector<at::Tensor>& inputs) const;
-  /// Passes and lowering of one capture; throws zenith::Error. Logs each phase's time, naming
-  /// `part` ("backward", "probe 2") when the graph is not the call's forward.
-  std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report, const std::string& part = "") const;
+  /// Passes and lowering of one capture (for an `inference` plan, or a training step's forward or
+  /// backward); throws zenith::Error. Logs each phase's time, naming `part` ("backward", "probe 2")
+  /// when the graph is not the call's forward.
+  std::shared_ptr<Plan> optimize_and_lower(ir::Graph graph, CompileReport& report, bool inference,
+                                           const std::string& part = "") const;
   /// A training signature's plans.
   struct TrainingBuild {
     std::shared_ptr<const TrainingPlan> training;  // or null:

@@ -98,7 +98,7 @@ std::string Engine::fit_symbolic(const std::vector<DynamicDim>& dims, const std:
   for (std::size_t k = 0; k < probes.size(); ++k) {
     CompileReport scratch;
     try {
-      plans.push_back(optimize_and_lower(std::move(probes[k].graph), scratch, fmt::format("probe {}", k + 1)));
+      plans.push_back(optimize_and_lower(std::move(probes[k].graph), scratch, /*inference=*/true, fmt::format("probe {}", k + 1)));
     } catch (const Error& error) {
       return fmt::format("planning at probe sizes [{}] failed: {}", fmt::join(design.points[k + 1], ", "), error.what());
     }

@@ -60,7 +60,7 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   }
   auto& backward = captured.backward;
   if (backward.graph.outputs.empty()) {
-    build.plan = optimize_and_lower(std::move(graph), report);
+    build.plan = optimize_and_lower(std::move(graph), report, /*inference=*/false);
     return build;
   }
   autodiff::rematerialize(graph, backward);
@@ -75,10 +75,10 @@ Engine::TrainingBuild Engine::plan_training(ir::Graph graph, const std::vector<c
   report.backward.recomputed_values = backward.recomputed;
   graph.outputs.insert(graph.outputs.end(), backward.saved.begin(), backward.saved.end());
   double autodiff_ms = ms_since(start);
-  training->forward = optimize_and_lower(std::move(graph), report);
+  training->forward = optimize_and_lower(std::move(graph), report, /*inference=*/false);
   auto backward_start = Clock::now();
   CompileReport backward_report;
-  auto backward_plan = optimize_and_lower(std::move(backward.graph), backward_report, "backward");
+  auto backward_plan = optimize_and_lower(std::move(backward.graph), backward_report, /*inference=*/false, "backward");
   const auto saved_count = backward.saved.size();
   for (std::size_t k = 0; k < training->output_gradients.size(); ++k) {
     training->gradient_types.push_back(backward_plan->graph.value(backward_plan->graph.inputs[saved_count + k]).type);

@@ -79,7 +79,7 @@ void check_cuda_kernels(ir::Graph graph, const std::string& where, KernelTally& 
   for (auto& value : graph.values) {
     if (value) value->type.device = c10::Device(c10::kCUDA, 0);
   }
-  passes::PassManager::default_pipeline(CompileOptions{}).run(graph);
+  passes::PassManager::default_pipeline(CompileOptions{}, /*inference=*/true).run(graph);
 
   // The node lists partitioning offers: each fusion group whole, and each other node alone.
   std::map<int, std::vector<int>> groups;

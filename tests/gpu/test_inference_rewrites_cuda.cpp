@@ -2,9 +2,10 @@
 // ReLU and residual add after them (passes/batch_norm_decomposition.h), attention written out
 // by hand run as one scaled_dot_product_attention (passes/attention_fusion.h), and an NCHW
 // network's convolutions run channels-last over weight copies kept as derived values
-// (passes/channels_last_convolutions.h, runtime/derived_values.h). Every call has fresh inputs,
-// the third and later replay a CUDA graph, and parameters and buffers updated in place or replaced
-// between calls are seen. Label gpu.
+// (passes/channels_last_convolutions.h, runtime/derived_values.h), and projections of one input
+// run as one product over their weights concatenated (passes/sibling_products.h), a derived value
+// too. Every call has fresh inputs, the third and later replay a CUDA graph, and parameters and
+// buffers updated in place or replaced between calls are seen. Label gpu.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -230,8 +231,21 @@ TEST(InferenceRewritesCuda, HandWrittenAttentionRunsFusedAndMatchesEager) {
     check("as built");
     const auto report = fast.report();
     EXPECT_EQ(pass_counter(report, "fuse_attention", "fused"), 1) << report.to_string();
+    // q, k and v as one product over their weights and biases concatenated, made once.
+    EXPECT_EQ(pass_counter(report, "concatenate_sibling_products", "concatenated"), 3) << report.to_string();
+    EXPECT_EQ(fast.stats().derived_computations, 1);
     attention->k->weight.mul_(-0.5);
     check("after an update in place");
+    EXPECT_EQ(fast.stats().derived_computations, 2);
+    // The trace adds a 3-d input's bias after the product (matmul, then add): the biases are
+    // read where they lie, each by the add after its projection's columns, so updating one
+    // computes nothing again.
+    attention->v->bias.add_(0.25);
+    check("after a bias update in place");
+    EXPECT_EQ(fast.stats().derived_computations, 2) << "after a bias update in place";
+    attention->q->weight.set_data(torch::randn_like(attention->q->weight) * 0.2);
+    check("after a weight was replaced");
+    EXPECT_EQ(fast.stats().derived_computations, 3) << "after a weight was replaced";
     EXPECT_EQ(fast.stats().eager_calls, 0);
     EXPECT_GT(fast.stats().graph_replays, 0);
   }

@@ -71,7 +71,7 @@ TEST(CompileLog, DebugNamesTheOpsDeadCodeEliminationRemoved) {
   auto graph = builder.finish({y});
   log::request(LogLevel::Debug);
   ::testing::internal::CaptureStderr();
-  passes::PassManager::default_pipeline(CompileOptions{}).run(graph);
+  passes::PassManager::default_pipeline(CompileOptions{}, /*inference=*/true).run(graph);
   auto log = ::testing::internal::GetCapturedStderr();
   log::request(LogLevel::Warn);
   auto at = position_of(log, "[zenith] debug: pass dce: 2 -> 1 nodes");

@@ -356,12 +356,15 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   int out = b.op("aten::add", "Tensor", {value("self", m), value("other", a2), scalar("alpha", 1)});
   auto g = b.finish({out});
   auto before = g;
-  auto reports = PassManager::default_pipeline({}).run(g);
+  auto before_copy = g;
+  auto reports = PassManager::default_pipeline({}, /*inference=*/true).run(g);
   // Per pass, in pipeline order: its name and one counter's expected value.
   const std::vector<std::tuple<std::string, std::string, std::int64_t>> expected = {
       {"identities", "removed", 0},   {"decompose_batch_norm", "decomposed", 0}, {"fold_constants", "folded", 1},
       {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"reduction_casts", "folded", 0},
-      {"fuse_attention", "fused", 0}, {"dce", "removed", 1},                     {"cast_copies", "rewritten", 0},
+      {"fuse_attention", "fused", 0}, {"grouped_query_attention", "ungrouped", 0},
+      {"rotary_embedding", "rewritten", 0}, {"concatenate_sibling_products", "concatenated", 0},
+      {"dce", "removed", 1},          {"cast_copies", "rewritten", 0},
       {"fuse_elementwise", "groups", 1},  // tanh -> mul -> add
   };
   ASSERT_EQ(reports.size(), expected.size());
@@ -370,9 +373,12 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
     EXPECT_EQ(reports[k].name, name);
     EXPECT_EQ(reports[k].counters[counter], value) << name << " " << counter;
   }
-  EXPECT_EQ(reports[9].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[12].counters["fused_nodes"], 3);
   EXPECT_EQ(reports[2].nodes_before, 6);
-  EXPECT_EQ(reports[7].nodes_after, 3);
+  EXPECT_EQ(reports[10].nodes_after, 3);
+  // A training step's forward and backward: none of the three inference rewrites.
+  const auto training = PassManager::default_pipeline({}, /*inference=*/false).run(before_copy);
+  EXPECT_EQ(training.size(), expected.size() - 3);
   expect_equal_results(before, g, b.example_inputs());
 }
 

@@ -1,0 +1,185 @@
+#include "passes/sibling_products.h"
+
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "core/node_arguments.h"
+#include "core/tensor_type.h"
+#include "passes/meta_values.h"
+
+namespace zenith::passes {
+namespace {
+
+// One product in linear's form: what it reads and where it is.
+struct Product {
+  std::size_t node = 0;
+  int input = -1;   // x, shared by the siblings
+  int weight = -1;  // W [N, K], read as W.t()
+  int bias = -1;    // b [N] (addmm), or -1 (matmul)
+};
+
+bool is_parameter(const ir::Graph& graph, int id) {
+  return id >= 0 && graph.value(id).role == ir::ValueRole::Parameter;
+}
+
+// The node at `index` as a product of linear's form over a parameter weight (and bias), if it is.
+std::optional<Product> product_at(const ir::Graph& graph, const std::vector<int>& producers, std::size_t index,
+                                  bool cuda_only) {
+  const auto& node = graph.nodes[index];
+  if (node.overload != "" || node.outputs.size() != 1) return std::nullopt;
+  Product product;
+  product.node = index;
+  int transposed = -1;
+  if (node.op == "aten::matmul") {
+    product.input = ir::tensor_arg(node, "self");
+    transposed = ir::tensor_arg(node, "other");
+  } else if (node.op == "aten::addmm") {
+    if (ir::number_arg(node, "beta") != 1.0 || ir::number_arg(node, "alpha") != 1.0) return std::nullopt;
+    product.input = ir::tensor_arg(node, "mat1");
+    transposed = ir::tensor_arg(node, "mat2");
+    product.bias = ir::tensor_arg(node, "self");
+    if (!is_parameter(graph, product.bias)) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  if (product.input < 0 || transposed < 0 || producers[static_cast<std::size_t>(transposed)] < 0) return std::nullopt;
+  const auto& transpose = graph.nodes[static_cast<std::size_t>(producers[static_cast<std::size_t>(transposed)])];
+  if (transpose.op != "aten::t" || transpose.outputs.size() != 1) return std::nullopt;
+  product.weight = ir::tensor_arg(transpose, "self");
+  if (!is_parameter(graph, product.weight)) return std::nullopt;
+  const auto& weight = graph.value(product.weight).type;
+  const auto& input = graph.value(product.input).type;
+  if (weight.rank() != 2 || weight.strides != std::vector<std::int64_t>{weight.sizes[1], 1}) return std::nullopt;
+  if (input.dtype != weight.dtype || input.device != weight.device || (cuda_only && !weight.device.is_cuda())) {
+    return std::nullopt;
+  }
+  if (product.bias >= 0) {
+    const auto& bias = graph.value(product.bias).type;
+    if (bias.rank() != 1 || bias.sizes[0] != weight.sizes[0] || bias.dtype != weight.dtype || bias.strides[0] != 1) {
+      return std::nullopt;
+    }
+  }
+  return product;
+}
+
+// Products that may become one: same input, form, dtype and columns; in graph order.
+std::vector<std::vector<Product>> sibling_sets(const ir::Graph& graph, bool cuda_only) {
+  const auto producers = graph.producers();
+  std::map<std::tuple<int, bool, std::int64_t>, std::vector<Product>> by_input;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    auto product = product_at(graph, producers, n, cuda_only);
+    if (!product) continue;
+    const auto columns = graph.value(product->weight).type.sizes[1];
+    by_input[{product->input, product->bias >= 0, columns}].push_back(*product);
+  }
+  std::vector<std::vector<Product>> sets;
+  for (auto& [key, products] : by_input) {
+    if (products.size() >= 2) sets.push_back(std::move(products));
+  }
+  return sets;
+}
+
+ir::Node make_node(const char* op, std::vector<ir::Argument> args) {
+  ir::Node node;
+  node.op = op;
+  node.args = std::move(args);
+  return node;
+}
+
+// `graph` with `siblings` as one product and narrow views, or nullopt when a view's new layout
+// changes a returned value's layout or cannot be read by what reads it.
+std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Product>& siblings) {
+  ir::Graph result = graph;
+  MetaValues meta(result);
+  std::vector<ir::Node> made;
+  std::set<int> changed;
+  try {
+    ir::ValueListRef weights, biases;
+    for (const auto& product : siblings) {
+      weights.ids.push_back(product.weight);
+      biases.ids.push_back(product.bias);
+    }
+    auto weight = make_node("aten::cat", {{"tensors", weights}, {"dim", std::int64_t{0}}});
+    const int concatenated = type_result(result, meta, weight, -1);
+    made.push_back(std::move(weight));
+    auto transpose = make_node("aten::t", {{"self", ir::ValueRef{concatenated}}});
+    const int transposed = type_result(result, meta, transpose, -1);
+    made.push_back(std::move(transpose));
+    const auto& first = graph.nodes[siblings.front().node];
+    ir::Node product;
+    if (siblings.front().bias >= 0) {
+      auto bias = make_node("aten::cat", {{"tensors", biases}, {"dim", std::int64_t{0}}});
+      const int bias_id = type_result(result, meta, bias, -1);
+      made.push_back(std::move(bias));
+      product = make_node("aten::addmm", {{"self", ir::ValueRef{bias_id}},
+                                          ir::copy_arg(first, "mat1"),
+                                          {"mat2", ir::ValueRef{transposed}},
+                                          ir::copy_arg(first, "beta"),
+                                          ir::copy_arg(first, "alpha")});
+    } else {
+      product = make_node("aten::matmul", {ir::copy_arg(first, "self"), {"other", ir::ValueRef{transposed}}});
+    }
+    const int columns = type_result(result, meta, product, -1);
+    made.push_back(std::move(product));
+    std::int64_t start = 0;
+    for (const auto& sibling : siblings) {
+      const int out = graph.nodes[sibling.node].outputs.front();
+      const auto length = graph.value(sibling.weight).type.sizes[0];
+      auto view = make_node("aten::narrow", {{"self", ir::ValueRef{columns}},
+                                             {"dim", std::int64_t{-1}},
+                                             {"start", start},
+                                             {"length", length}});
+      const auto before = result.value(out).type.strides;
+      type_result(result, meta, view, out);
+      if (result.value(out).type.strides != before) changed.insert(out);
+      made.push_back(std::move(view));
+      start += length;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::set<std::size_t> removed;
+  for (const auto& sibling : siblings) removed.insert(sibling.node);
+  std::vector<ir::Node> nodes;
+  nodes.reserve(result.nodes.size() + made.size());
+  std::size_t after_made = 0;
+  for (std::size_t n = 0; n < result.nodes.size(); ++n) {
+    if (n == siblings.front().node) {
+      std::move(made.begin(), made.end(), std::back_inserter(nodes));
+      after_made = nodes.size();
+    }
+    if (!removed.count(n)) nodes.push_back(std::move(result.nodes[n]));
+  }
+  result.nodes = std::move(nodes);
+  if (!retype_readers(result, changed, after_made)) return std::nullopt;
+  return result;
+}
+
+}  // namespace
+
+void SiblingProducts::run(ir::Graph& graph, PassReport& report) {
+  std::int64_t concatenated = 0, kept_apart = 0;
+  std::set<int> refused;  // first products' results of sets whose rewrite was refused
+  for (bool again = true; again;) {
+    again = false;
+    for (const auto& siblings : sibling_sets(graph, cuda_only_)) {
+      const int first = graph.nodes[siblings.front().node].outputs.front();
+      if (refused.count(first)) continue;
+      if (auto rewritten = rewrite(graph, siblings)) {
+        graph = std::move(*rewritten);
+        concatenated += static_cast<std::int64_t>(siblings.size());
+        again = true;
+        break;
+      }
+      refused.insert(first);
+      ++kept_apart;
+    }
+  }
+  report.counters["concatenated"] = concatenated;
+  if (kept_apart) report.counters["kept_apart"] = kept_apart;
+}
+
+}  // namespace zenith::passes

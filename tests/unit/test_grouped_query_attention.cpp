@@ -1,0 +1,113 @@
+// Grouped-query attention (passes/grouped_query_attention.h): attention over keys and values
+// repeated for groups of query heads (repeat_kv: unsqueeze, expand, reshape) reads the key-value
+// heads as they are, with each group's query heads as that head's queries, when the mask is the
+// same for every head and query position; the result keeps its layout and values. Attention whose
+// mask varies by query position, or that is causal, is left alone. Checked against the original
+// graph on fresh draws of every input.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "core/interpreter.h"
+#include "core/verifier.h"
+#include "graph_builders.h"
+#include "passes/dead_code_elimination.h"
+#include "passes/grouped_query_attention.h"
+
+namespace zenith::passes {
+namespace {
+
+using testing::GraphBuilder;
+using testing::ints;
+using testing::none;
+using testing::real;
+using testing::scalar;
+using testing::value;
+
+constexpr std::int64_t kBatch = 2, kHeads = 6, kKvHeads = 2, kKeys = 7, kDim = 8, kValueDim = 4;
+
+// [B, kv, S, D] -> [B, kv * rep, S, D], as repeat_kv writes it.
+int repeat_kv(GraphBuilder& b, int x, std::int64_t dim) {
+  const std::int64_t rep = kHeads / kKvHeads;
+  int unsqueezed = b.op("aten::unsqueeze", "", {value("self", x), scalar("dim", 2)});
+  int expanded = b.op("aten::expand", "", {value("self", unsqueezed),
+                                           ints("size", {kBatch, kKvHeads, rep, kKeys, dim}),
+                                           {"implicit", false}});
+  return b.op("aten::reshape", "", {value("self", expanded), ints("shape", {kBatch, kHeads, kKeys, dim})});
+}
+
+struct Attention {
+  GraphBuilder builder;
+  int merged = -1;
+};
+
+// q [B, H, T, D] attending over repeated k and v with a mask of `mask_sizes` (none when empty),
+// then the heads merged as models do.
+void build(Attention& a, std::int64_t tokens, std::vector<std::int64_t> mask_sizes, bool causal = false) {
+  auto& b = a.builder;
+  int q = b.input({kBatch, kHeads, tokens, kDim});
+  int k = b.input({kBatch, kKvHeads, kKeys, kDim});
+  int v = b.input({kBatch, kKvHeads, kKeys, kValueDim});
+  ir::Argument mask = none("attn_mask");
+  if (!mask_sizes.empty()) mask = value("attn_mask", b.input(mask_sizes));
+  int out = b.op("aten::scaled_dot_product_attention", "",
+                 {value("query", q), value("key", repeat_kv(b, k, kDim)), value("value", repeat_kv(b, v, kValueDim)),
+                  mask, real("dropout_p", 0.0), {"is_causal", causal}, none("scale"), {"enable_gqa", false}});
+  int back = b.op("aten::transpose", "int", {value("self", out), scalar("dim0", 1), scalar("dim1", 2)});
+  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, tokens, kHeads * kValueDim})});
+}
+
+PassReport rewritten(ir::Graph& graph) {
+  PassReport report, removed;
+  GroupedQueryAttention(/*cuda_only=*/false).run(graph, report);
+  DeadCodeElimination().run(graph, removed);
+  return report;
+}
+
+// Fresh draws; masks of 0 and -1e4 as models make them. 1e-5: the same sums per query, but a
+// kernel over a longer query block may order them differently.
+void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
+  at::manual_seed(31);
+  for (int draw = 0; draw < 2; ++draw) {
+    std::vector<at::Tensor> inputs;
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      inputs.push_back(i == 3 ? (at::rand_like(examples[i]) < 0.3).to(at::kFloat) * -1e4 : at::randn_like(examples[i]));
+    }
+    auto want = ir::interpret(before, inputs), got = ir::interpret(after, inputs);
+    ASSERT_EQ(want.size(), got.size());
+    EXPECT_TRUE(at::allclose(got[0], want[0], 1e-5, 1e-5)) << "draw " << draw;
+  }
+}
+
+TEST(GroupedQueryAttention, DecodeAndPaddingMasksReadTheKeyValueHeadsAsTheyAre) {
+  // A decode step (one token, a mask per key); a padding mask over several tokens; no mask.
+  const std::pair<std::int64_t, std::vector<std::int64_t>> cases[] = {
+      {1, {kBatch, 1, 1, kKeys}}, {3, {kBatch, 1, 1, kKeys}}, {1, {1, kKeys}}, {3, {}}};
+  for (const auto& [tokens, mask] : cases) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens, mask of rank " << mask.size());
+    Attention a;
+    build(a, tokens, mask);
+    const auto before = a.builder.finish({a.merged});
+    auto graph = before;
+    EXPECT_EQ(rewritten(graph).counters["ungrouped"], 1);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::expand"), 0) << "nothing repeats the keys and values";
+    EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
+    EXPECT_NO_THROW(ir::verify(graph));
+    EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
+    expect_same_results(before, graph, a.builder.example_inputs());
+  }
+}
+
+TEST(GroupedQueryAttention, LeavesMasksThatDifferByQueryAndCausalAttention) {
+  for (bool causal : {false, true}) {
+    Attention a;
+    if (causal) build(a, 3, {}, /*causal=*/true);
+    else build(a, 3, {kBatch, 1, 3, kKeys});  // a causal mask written out: a row per query position
+    auto graph = a.builder.finish({a.merged});
+    EXPECT_EQ(rewritten(graph).counters["ungrouped"], 0) << "causal " << causal;
+    EXPECT_EQ(testing::count_nodes(graph, "aten::expand"), 2);
+  }
+}
+
+}  // namespace
+}  // namespace zenith::passes

@@ -1,0 +1,151 @@
+// Sibling products (passes/sibling_products.h): projections of one input over parameter weights
+// become one product over the weights concatenated and narrow views of its columns, in linear's
+// two traced forms (matmul of W.t(), addmm with a bias). Sets whose views would change a returned
+// value's layout, or whose products differ in form, are left alone. The rewritten graph is
+// checked against the original on fresh draws of every input, parameters included (what a
+// parameter update between calls gives the plan).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "core/interpreter.h"
+#include "core/verifier.h"
+#include "graph_builders.h"
+#include "passes/dead_code_elimination.h"
+#include "passes/sibling_products.h"
+
+namespace zenith::passes {
+namespace {
+
+using testing::GraphBuilder;
+using testing::ints;
+using testing::scalar;
+using testing::value;
+
+constexpr std::int64_t kBatch = 2, kTokens = 5, kHidden = 16, kHeads = 2, kKvHeads = 1, kHeadDim = 8;
+
+int linear(GraphBuilder& b, int x, int weight) {
+  int transposed = b.op("aten::t", "", {value("self", weight)});
+  return b.op("aten::matmul", "", {value("self", x), value("other", transposed)});
+}
+
+int linear_with_bias(GraphBuilder& b, int x, int weight, int bias) {
+  int transposed = b.op("aten::t", "", {value("self", weight)});
+  return b.op("aten::addmm", "",
+              {value("self", bias), value("mat1", x), value("mat2", transposed), scalar("beta", 1), scalar("alpha", 1)});
+}
+
+// [B, T, heads * D] -> [B, heads, T, D], as attention splits its projections.
+int heads(GraphBuilder& b, int t, std::int64_t count) {
+  int split = b.op("aten::view", "", {value("self", t), ints("size", {kBatch, kTokens, count, kHeadDim})});
+  return b.op("aten::transpose", "int", {value("self", split), scalar("dim0", 1), scalar("dim1", 2)});
+}
+
+PassReport rewritten(ir::Graph& graph) {
+  PassReport report, removed;
+  SiblingProducts(/*cuda_only=*/false).run(graph, report);
+  DeadCodeElimination().run(graph, removed);
+  return report;
+}
+
+// Every input drawn again, twice; 1e-5: one product over the concatenated weights sums each
+// output's K products as the separate products do, but a CPU GEMM may block them differently.
+void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
+  at::manual_seed(29);
+  for (int draw = 0; draw < 2; ++draw) {
+    std::vector<at::Tensor> inputs;
+    for (const auto& example : examples) inputs.push_back(at::randn_like(example));
+    auto want = ir::interpret(before, inputs), got = ir::interpret(after, inputs);
+    ASSERT_EQ(want.size(), got.size());
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      EXPECT_TRUE(at::allclose(got[k], want[k], 1e-5, 1e-5)) << "draw " << draw << ", output " << k;
+    }
+  }
+}
+
+TEST(SiblingProducts, QueryKeyAndValueProjectionsBecomeOneProductAndThreeViews) {
+  GraphBuilder b;
+  int x = b.input({kBatch, kTokens, kHidden});
+  int wq = b.parameter({kHeads * kHeadDim, kHidden}, "q.weight");
+  int wk = b.parameter({kKvHeads * kHeadDim, kHidden}, "k.weight");
+  int wv = b.parameter({kKvHeads * kHeadDim, kHidden}, "v.weight");
+  int q = heads(b, linear(b, x, wq), kHeads);
+  int k = heads(b, linear(b, x, wk), kKvHeads);
+  int v = heads(b, linear(b, x, wv), kKvHeads);
+  // What reads them elementwise and as a product, as attention does.
+  int scores = b.op("aten::matmul", "", {value("self", q), value("other", b.op("aten::transpose", "int",
+                                                                              {value("self", k), scalar("dim0", -2),
+                                                                               scalar("dim1", -1)}))});
+  int out = b.op("aten::matmul", "", {value("self", scores), value("other", v)});
+  const auto before = b.finish({out});
+  auto graph = before;
+  auto report = rewritten(graph);
+  EXPECT_EQ(report.counters["concatenated"], 3);
+  EXPECT_EQ(report.counters.count("kept_apart"), 0u);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 1);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::t"), 1);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::narrow"), 3);
+  // One projection product and the two of attention.
+  EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 3);
+  EXPECT_NO_THROW(ir::verify(graph));
+  // q is a view of the concatenated product's columns: its rows lie (q, k, v) columns apart.
+  const auto row = (kHeads + 2 * kKvHeads) * kHeadDim;
+  EXPECT_EQ(graph.value(q).type.strides, (std::vector<std::int64_t>{kTokens * row, kHeadDim, row, 1}));
+  EXPECT_EQ(graph.value(out).type, before.value(out).type);
+  expect_same_results(before, graph, b.example_inputs());
+}
+
+TEST(SiblingProducts, BiasedProjectionsConcatenateTheirBiasesToo) {
+  GraphBuilder b;
+  int x = b.input({kBatch * kTokens, kHidden});
+  int w_gate = b.parameter({24, kHidden}, "gate.weight");
+  int b_gate = b.parameter({24}, "gate.bias");
+  int w_up = b.parameter({24, kHidden}, "up.weight");
+  int b_up = b.parameter({24}, "up.bias");
+  int gate = linear_with_bias(b, x, w_gate, b_gate);
+  int up = linear_with_bias(b, x, w_up, b_up);
+  int out = b.op("aten::mul", "Tensor", {value("self", b.op("aten::silu", "", {value("self", gate)})), value("other", up)});
+  const auto before = b.finish({out});
+  auto graph = before;
+  auto report = rewritten(graph);
+  EXPECT_EQ(report.counters["concatenated"], 2);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::addmm"), 1);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 2) << "the weights and the biases";
+  EXPECT_NO_THROW(ir::verify(graph));
+  EXPECT_EQ(graph.value(out).type, before.value(out).type);
+  expect_same_results(before, graph, b.example_inputs());
+}
+
+TEST(SiblingProducts, LeavesSetsItCannotRewriteExactly) {
+  // A projection returned as it is: its view would reach the caller strided, eager's is not.
+  {
+    GraphBuilder b;
+    int x = b.input({kTokens, kHidden});
+    int a = linear(b, x, b.parameter({8, kHidden}, "a.weight"));
+    int c = linear(b, x, b.parameter({8, kHidden}, "c.weight"));
+    int sum = b.op("aten::add", "Tensor", {value("self", a), value("other", c), scalar("alpha", 1)});
+    auto graph = b.finish({a, sum});
+    auto report = rewritten(graph);
+    EXPECT_EQ(report.counters["concatenated"], 0);
+    EXPECT_EQ(report.counters["kept_apart"], 1);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 2);
+  }
+  // One product with a bias and one without; a weight that is a call input, not a parameter
+  // (nothing to keep between calls); products of different inputs.
+  {
+    GraphBuilder b;
+    int x = b.input({kTokens, kHidden});
+    int y = b.input({kTokens, kHidden});
+    int biased = linear_with_bias(b, x, b.parameter({8, kHidden}, "a.weight"), b.parameter({8}, "a.bias"));
+    int plain = linear(b, x, b.parameter({8, kHidden}, "c.weight"));
+    int from_input = linear(b, y, b.input({8, kHidden}));
+    int other_input = linear(b, y, b.parameter({8, kHidden}, "d.weight"));
+    auto graph = b.finish({biased, plain, from_input, other_input});
+    auto report = rewritten(graph);
+    EXPECT_EQ(report.counters["concatenated"], 0);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 0);
+  }
+}
+
+}  // namespace
+}  // namespace zenith::passes
