@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -50,10 +52,61 @@ std::vector<bool> exposed_memory(const Plan& plan) {
   return exposed;
 }
 
+// How each value of the derived steps is derived, as text: its node's op, arguments (the values
+// it reads by their own keys, a parameter or buffer by its index among them) and result type.
+// Empty for values that are not shared: what a constant feeds (another plan's constant may
+// differ) and what is not derived.
+struct Derivations {
+  std::vector<std::string> keys;
+  std::vector<std::set<std::size_t>> sources;  // per value: the state indices it is derived from
+};
+
+Derivations derivations(const Plan& plan, const std::vector<bool>& derived_steps, std::size_t arguments) {
+  const auto& graph = plan.graph;
+  Derivations d;
+  d.keys.resize(graph.values.size());
+  d.sources.resize(graph.values.size());
+  for (std::size_t i = arguments; i < graph.inputs.size(); ++i) {
+    d.keys[graph.inputs[i]] = fmt::format("state{}", i - arguments);
+    d.sources[graph.inputs[i]] = {i - arguments};
+  }
+  for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+    if (!derived_steps[s]) continue;
+    for (int n : plan.steps[s].nodes) {
+      const auto& node = graph.nodes[static_cast<std::size_t>(n)];
+      std::string text = node.op + "." + node.overload + "(";
+      std::set<std::size_t> sources;
+      bool shared = true;
+      for (const auto& arg : node.args) {
+        text += arg.name + "=";
+        const auto ids = arg.value_ids();
+        if (ids.empty()) {
+          text += arg.to_string() + ",";
+          continue;
+        }
+        for (int id : ids) {
+          shared = shared && !d.keys[id].empty();
+          text += "[" + d.keys[id] + "]";
+          sources.insert(d.sources[id].begin(), d.sources[id].end());
+        }
+        text += ",";
+      }
+      text += ")";
+      for (std::size_t o = 0; o < node.outputs.size(); ++o) {
+        const int out = node.outputs[o];
+        if (!shared) continue;
+        d.keys[out] = text + fmt::format("#{}:{}", o, graph.value(out).type.to_string());
+        d.sources[out] = sources;
+      }
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Plan> plan, std::size_t state,
-                                                       std::shared_ptr<DerivedValueCounters> counters) {
+                                                       std::shared_ptr<DerivedValueShare> share) {
   const auto& graph = plan->graph;
   if (!plan->value_checks.empty() || state == 0 || state > graph.inputs.size()) return nullptr;
   const auto effects = passes::analyse_effects(graph);
@@ -98,26 +151,37 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
   for (std::size_t i = arguments; i < graph.inputs.size(); ++i) {
     if (read_by_derived.count(graph.inputs[i])) sources.push_back(i);
   }
-  return std::shared_ptr<const DerivedValues>(new DerivedValues(std::move(plan), std::move(derived_steps), std::move(sources),
-                                                                std::vector<int>(kept.begin(), kept.end()),
-                                                                std::move(counters)));
+  const auto derived = derivations(*plan, derived_steps, arguments);
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::size_t>> kept_sources;
+  for (int id : kept) {
+    keys.push_back(derived.keys[id]);
+    kept_sources.emplace_back(derived.sources[id].begin(), derived.sources[id].end());
+  }
+  return std::shared_ptr<const DerivedValues>(new DerivedValues(
+      std::move(plan), std::move(derived_steps), std::move(sources), std::vector<int>(kept.begin(), kept.end()),
+      std::move(keys), std::move(kept_sources), arguments, std::move(share)));
 }
 
 DerivedValues::DerivedValues(std::shared_ptr<const Plan> plan, std::vector<bool> derived_steps,
-                             std::vector<std::size_t> sources, std::vector<int> kept,
-                             std::shared_ptr<DerivedValueCounters> counters)
+                             std::vector<std::size_t> sources, std::vector<int> kept, std::vector<std::string> keys,
+                             std::vector<std::vector<std::size_t>> kept_sources, std::size_t arguments,
+                             std::shared_ptr<DerivedValueShare> share)
     : plan_(std::move(plan)),
       derived_steps_(std::move(derived_steps)),
       sources_(std::move(sources)),
       kept_(std::move(kept)),
-      counters_(counters ? std::move(counters) : std::make_shared<DerivedValueCounters>()) {}
+      keys_(std::move(keys)),
+      kept_sources_(std::move(kept_sources)),
+      arguments_(arguments),
+      share_(share ? std::move(share) : std::make_shared<DerivedValueShare>()) {}
 
 std::size_t DerivedValues::step_count() const {
   return static_cast<std::size_t>(std::count(derived_steps_.begin(), derived_steps_.end(), true));
 }
 
-DerivedValues::Seen DerivedValues::seen(const at::Tensor& tensor) {
-  Seen seen;
+SourceSeen SourceSeen::of(const at::Tensor& tensor) {
+  SourceSeen seen;
   if (!tensor.defined()) return seen;
   seen.impl = tensor.unsafeGetTensorImpl();
   seen.data = tensor.has_storage() ? tensor.storage().data() : nullptr;
@@ -129,7 +193,7 @@ DerivedValues::Seen DerivedValues::seen(const at::Tensor& tensor) {
 bool DerivedValues::current(const std::vector<at::Tensor>& inputs) const {
   if (seen_.size() != sources_.size() || tensors_.empty()) return false;
   for (std::size_t k = 0; k < sources_.size(); ++k) {
-    if (!(seen(inputs[sources_[k]]) == seen_[k])) return false;
+    if (!(SourceSeen::of(inputs[sources_[k]]) == seen_[k])) return false;
   }
   return true;
 }
@@ -169,21 +233,75 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
         std::none_of(graph.constants.begin(), graph.constants.end(),
                      [&](const auto& constant) { return constant.second.defined() && constant.second.is_alias_of(held); });
   }
-  if (moved) ++moves_;
   finish(tensors_);
+  share_kept(inputs, moved);
+  if (moved) ++moves_;
+  record_seen(inputs);
+  ++share_->computations;
+}
+
+void DerivedValues::share_kept(const std::vector<at::Tensor>& inputs, bool& moved) const {
+  std::lock_guard<std::mutex> lock(share_->mutex);
+  for (std::size_t k = 0; k < kept_.size(); ++k) {
+    if (keys_[k].empty()) continue;
+    auto& entry = share_->kept[keys_[k]];
+    // A view of a parameter is rebound, never written through.
+    if (own_memory_[k] && entry.own_memory && entry.tensor.defined() && same_layout(entry.tensor, tensors_[k]) &&
+        !entry.tensor.is_same(tensors_[k])) {
+      // Another plan holds it: the new values go where its CUDA graphs read them, and this plan
+      // reads them there too.
+      entry.tensor.copy_(tensors_[k]);
+      moved = moved || tensors_[k].data_ptr() != entry.tensor.data_ptr();
+      tensors_[k] = entry.tensor;
+    } else {
+      entry.tensor = tensors_[k];
+      entry.own_memory = own_memory_[k];
+    }
+    entry.sources = kept_sources_[k];
+    entry.seen.clear();
+    for (std::size_t j : entry.sources) entry.seen.push_back(SourceSeen::of(inputs[arguments_ + j]));
+  }
+  finish(tensors_);
+}
+
+bool DerivedValues::adopt(const std::vector<at::Tensor>& inputs) const {
+  std::lock_guard<std::mutex> lock(share_->mutex);
+  std::vector<at::Tensor> taken(kept_.size());
+  std::vector<bool> own(kept_.size(), false);
+  for (std::size_t k = 0; k < kept_.size(); ++k) {
+    if (keys_[k].empty()) return false;
+    auto it = share_->kept.find(keys_[k]);
+    if (it == share_->kept.end() || !it->second.tensor.defined()) return false;
+    const auto& entry = it->second;
+    for (std::size_t j = 0; j < entry.sources.size(); ++j) {
+      if (!(SourceSeen::of(inputs[arguments_ + entry.sources[j]]) == entry.seen[j])) return false;
+    }
+    taken[k] = entry.tensor;
+    own[k] = entry.own_memory;
+  }
+  const bool first = tensors_.empty();
+  for (std::size_t k = 0; k < kept_.size() && !first; ++k) {
+    if (tensors_[k].defined() && tensors_[k].data_ptr() != taken[k].data_ptr()) ++moves_;
+  }
+  tensors_ = std::move(taken);
+  own_memory_ = std::move(own);
+  record_seen(inputs);
+  return true;
+}
+
+void DerivedValues::record_seen(const std::vector<at::Tensor>& inputs) const {
   seen_.clear();
-  for (std::size_t i : sources_) seen_.push_back(seen(inputs[i]));
-  ++counters_->computations;
+  for (std::size_t i : sources_) seen_.push_back(SourceSeen::of(inputs[i]));
 }
 
 void DerivedValues::update(const std::vector<at::Tensor>& inputs) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!current(inputs)) compute(inputs);
+  if (!current(inputs) && !adopt(inputs)) compute(inputs);
 }
 
 void DerivedValues::bind(const std::vector<at::Tensor>& inputs, std::vector<at::Tensor>& values) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!current(inputs)) compute(inputs);
+  if (!current(inputs) && !adopt(inputs)) compute(inputs);
   for (std::size_t k = 0; k < kept_.size(); ++k) values[kept_[k]] = tensors_[k];
 }
 

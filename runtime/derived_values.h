@@ -9,12 +9,20 @@
 //
 // Kept values the derivation made in memory of its own keep their address when computed again
 // (the new values are copied into them), so a CUDA graph that read them stays valid.
+//
+// The plans of one compiled module share their kept values (DerivedValueShare): a value derived
+// the same way (the same ops, arguments and types over the same parameters and buffers) by the
+// plans of several signatures (a prompt's and a decode step's; a size's own plan and a symbolic
+// plan) is held once and computed once per change of its sources. A module whose derived values
+// are concatenated weights would otherwise hold them once per signature.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -23,9 +31,33 @@
 
 namespace zenith {
 
-/// Counters shared by the derived values of every plan of one compiled module.
-struct DerivedValueCounters {
+/// What a parameter or buffer was when a value was derived from it.
+struct SourceSeen {
+  const void* impl = nullptr;
+  const void* data = nullptr;
+  std::uint32_t version = 0;
+  bool tracked = true;  ///< false for inference tensors, which keep no version counter
+  bool operator==(const SourceSeen& other) const {
+    return tracked && other.tracked && impl == other.impl && data == other.data && version == other.version;
+  }
+  static SourceSeen of(const at::Tensor& tensor);
+};
+
+/// What the derived values of every plan of one compiled module share: a counter, and the kept
+/// values by how they are derived.
+struct DerivedValueShare {
   std::atomic<std::int64_t> computations{0};  ///< times a plan's derived values were computed
+
+  /// One kept value: its memory, and its sources (indices among the parameters and buffers) as
+  /// they were when it was computed.
+  struct Kept {
+    at::Tensor tensor;
+    bool own_memory = false;  ///< false: a view of a source, rebound when computed again
+    std::vector<std::size_t> sources;
+    std::vector<SourceSeen> seen;
+  };
+  std::mutex mutex;
+  std::map<std::string, Kept> kept;  ///< by derivation: ops, arguments and types from the sources
 };
 
 class DerivedValues {
@@ -36,7 +68,7 @@ class DerivedValues {
   /// on sizes, and makes nothing that the caller gets (a result, or a view a result is of) or a
   /// later step writes. Plans with value checks have none.
   static std::shared_ptr<const DerivedValues> of(std::shared_ptr<const Plan> plan, std::size_t state,
-                                                 std::shared_ptr<DerivedValueCounters> counters);
+                                                 std::shared_ptr<DerivedValueShare> share);
 
   /// Whether step `index` of the plan is derived: execute_flat skips it and reads the kept values.
   bool derived(std::size_t index) const { return derived_steps_[index]; }
@@ -57,29 +89,29 @@ class DerivedValues {
 
  private:
   DerivedValues(std::shared_ptr<const Plan> plan, std::vector<bool> derived_steps, std::vector<std::size_t> sources,
-                std::vector<int> kept, std::shared_ptr<DerivedValueCounters> counters);
+                std::vector<int> kept, std::vector<std::string> keys, std::vector<std::vector<std::size_t>> kept_sources,
+                std::size_t arguments, std::shared_ptr<DerivedValueShare> share);
 
-  // What a source was when the kept values were computed from it.
-  struct Seen {
-    const void* impl = nullptr;
-    const void* data = nullptr;
-    std::uint32_t version = 0;
-    bool tracked = true;  // false for inference tensors, which keep no version counter
-    bool operator==(const Seen& other) const {
-      return tracked && other.tracked && impl == other.impl && data == other.data && version == other.version;
-    }
-  };
-  static Seen seen(const at::Tensor& tensor);
   bool current(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
+  // Takes the kept values other plans of the module computed from the sources as they are now;
+  // false (nothing taken) when one is missing, stale, or not shared.
+  bool adopt(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
   void compute(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
+  // Puts the kept values it computed where the module's other plans find them (into the memory
+  // one of them already holds, when there is one); sets `moved` when a kept value moved there.
+  void share_kept(const std::vector<at::Tensor>& inputs, bool& moved) const;
+  void record_seen(const std::vector<at::Tensor>& inputs) const;
 
   const std::shared_ptr<const Plan> plan_;
   const std::vector<bool> derived_steps_;
   const std::vector<std::size_t> sources_;  // indices into the plan's inputs the derived steps read
   const std::vector<int> kept_;             // value ids of derived results that other steps read
-  const std::shared_ptr<DerivedValueCounters> counters_;
+  const std::vector<std::string> keys_;     // per kept value: its derivation, empty when not shared
+  const std::vector<std::vector<std::size_t>> kept_sources_;  // per kept value: its state indices
+  const std::size_t arguments_;             // inputs before the parameters and buffers
+  const std::shared_ptr<DerivedValueShare> share_;
   mutable std::mutex mutex_;
-  mutable std::vector<Seen> seen_;             // per source, when computed; empty: never computed
+  mutable std::vector<SourceSeen> seen_;             // per source, when computed; empty: never computed
   mutable std::vector<at::Tensor> tensors_;    // per kept value
   mutable std::vector<bool> own_memory_;       // per kept value: in memory no source shares
   mutable std::atomic<std::uint64_t> moves_{0};

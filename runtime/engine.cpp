@@ -245,7 +245,7 @@ CacheStats Engine::stats() const {
   stats.graph_replays = graph_counters_->replays;
   stats.graph_plain_runs = graph_counters_->plain_runs;
   stats.graph_failures = graph_counters_->failures;
-  stats.derived_computations = derived_counters_->computations;
+  stats.derived_computations = derived_share_->computations;
   stats.size = cache_.size();
   stats.capacity = cache_.capacity();
   return stats;

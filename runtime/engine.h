@@ -163,7 +163,7 @@ class Engine {
   PlanCache<Entry> cache_;
   CacheStats stats_;
   std::shared_ptr<PlanGraphCounters> graph_counters_ = std::make_shared<PlanGraphCounters>();
-  std::shared_ptr<DerivedValueCounters> derived_counters_ = std::make_shared<DerivedValueCounters>();
+  std::shared_ptr<DerivedValueShare> derived_share_ = std::make_shared<DerivedValueShare>();
   CompileReport last_report_;
   std::optional<Signature> last_signature_;
   std::list<capture::SymbolicPlan> symbolic_plans_;  // most recently used first

@@ -60,7 +60,7 @@ ArgumentMemory argument_memory(const ir::Graph& graph, std::size_t arguments) {
 void Engine::attach_inference_graph(Entry& entry, std::size_t state, bool say_why) const {
   if (!entry.plan) return;
   if (options_.keep_derived_values && !entry.derived) {
-    entry.derived = DerivedValues::of(entry.plan, state, derived_counters_);
+    entry.derived = DerivedValues::of(entry.plan, state, derived_share_);
   }
   if (!options_.cuda_graphs) return;
   const auto& plan = *entry.plan;

@@ -46,7 +46,7 @@ std::shared_ptr<const Engine::Entry> Engine::instantiate_symbolic(const Signatur
 
 std::shared_ptr<const DerivedValues> Engine::shared_derived_values(capture::SymbolicPlan& symbolic, std::size_t state) {
   if (!options_.keep_derived_values) return nullptr;
-  if (!symbolic.derived) symbolic.derived = DerivedValues::of(symbolic.base(), state, derived_counters_);
+  if (!symbolic.derived) symbolic.derived = DerivedValues::of(symbolic.base(), state, derived_share_);
   return symbolic.derived;
 }
 

@@ -112,14 +112,39 @@ TEST_F(DerivedValues, TheSizesOfASymbolicPlanShareThem) {
   const auto stats = fast.stats();
   ASSERT_EQ(stats.symbolic_plans, 1) << "the row count became symbolic";
   ASSERT_GE(stats.instantiations, 3);
-  // The first size's own plan, then one computation for the symbolic plan and all its sizes.
-  EXPECT_EQ(stats.derived_computations, 2);
+  // The first size's own plan computed them; the symbolic plan and all its sizes take them.
+  EXPECT_EQ(stats.derived_computations, 1);
   model->w.mul_(-1);
-  for (std::int64_t rows : {7, 8, 9}) {
+  for (std::int64_t rows : {7, 8, 9, 4}) {
     auto x = torch::randn({rows, 16});
     EXPECT_LT(relative_error(fast(x), model->forward(x)), kTolerance) << rows << " rows, after an update";
   }
-  EXPECT_EQ(fast.stats().derived_computations, 3) << "once for every size";
+  EXPECT_EQ(fast.stats().derived_computations, 2) << "once for every size and the first size's own plan";
+}
+
+TEST_F(DerivedValues, PlansOfTwoSignaturesHoldOneCopy) {
+  torch::NoGradGuard no_grad;
+  ScaledProjection model;
+  auto fast = compile(model, strict(true));
+  const std::vector<std::int64_t> sizes = {4, 6};  // two signatures, two plans
+  auto check_both = [&](const std::string& what) {
+    for (int round = 0; round < 3; ++round) {
+      for (auto rows : sizes) {
+        auto x = torch::randn({rows, 16});
+        EXPECT_LT(relative_error(fast(x), model->forward(x)), kTolerance) << what << ", " << rows << " rows";
+      }
+    }
+  };
+  check_both("before");
+  EXPECT_EQ(fast.stats().misses, 2);
+  EXPECT_EQ(fast.stats().derived_computations, 1) << "the second plan takes what the first computed";
+  model->w.mul_(3);
+  check_both("after an update in place");
+  EXPECT_EQ(fast.stats().derived_computations, 2) << "the first plan to run after the update computes for both";
+  model->w.set_data(torch::randn({16, 8}));
+  check_both("after a replacement");
+  EXPECT_EQ(fast.stats().derived_computations, 3);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
 }
 
 // Returns a view of what it derives from its parameter: eager hands out new memory at every call.
