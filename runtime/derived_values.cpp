@@ -204,11 +204,29 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
   at::NoGradGuard no_grad;
   // The graph holds the casts autocast made when it was traced; autocast must not cast again.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  // What another plan of the module computed from the sources as they are is taken, not computed
+  // again: only the derived steps the other kept values need run.
+  const auto taken = shared_now(inputs);
+  std::set<int> wanted;
+  for (std::size_t k = 0; k < kept_.size(); ++k) {
+    if (!taken[k].tensor.defined()) wanted.insert(kept_[k]);
+  }
+  const bool computes = !wanted.empty();
+  std::vector<bool> runs(plan_->steps.size(), false);
+  for (std::size_t s = plan_->steps.size(); s-- > 0;) {
+    const auto& step = plan_->steps[s];
+    if (!derived_steps_[s] ||
+        std::none_of(step.outputs.begin(), step.outputs.end(), [&](int id) { return wanted.count(id) > 0; })) {
+      continue;
+    }
+    runs[s] = true;
+    wanted.insert(step.inputs.begin(), step.inputs.end());
+  }
   std::vector<at::Tensor> values(graph.values.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
   for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
-    if (derived_steps_[s]) run_step(plan_->steps[s], values);
+    if (runs[s]) run_step(plan_->steps[s], values);
   }
   const bool first = tensors_.empty();
   bool moved = false;
@@ -217,8 +235,14 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
     own_memory_.assign(kept_.size(), false);
   }
   for (std::size_t k = 0; k < kept_.size(); ++k) {
-    auto& fresh = values[kept_[k]];
     auto& held = tensors_[k];
+    if (taken[k].tensor.defined()) {
+      if (!first && held.defined() && held.data_ptr() != taken[k].tensor.data_ptr()) moved = true;
+      held = taken[k].tensor;
+      own_memory_[k] = taken[k].own_memory;
+      continue;
+    }
+    auto& fresh = values[kept_[k]];
     if (!first && own_memory_[k] && same_layout(held, fresh) && !held.is_alias_of(fresh)) {
       // Same address as before: a CUDA graph captured over it reads the new values.
       held.copy_(fresh);
@@ -234,10 +258,27 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
                      [&](const auto& constant) { return constant.second.defined() && constant.second.is_alias_of(held); });
   }
   finish(tensors_);
-  share_kept(inputs, moved);
+  if (computes) share_kept(inputs, moved);
   if (moved) ++moves_;
   record_seen(inputs);
-  ++share_->computations;
+  if (computes) ++share_->computations;
+}
+
+std::vector<DerivedValueShare::Kept> DerivedValues::shared_now(const std::vector<at::Tensor>& inputs) const {
+  std::vector<DerivedValueShare::Kept> taken(kept_.size());
+  std::lock_guard<std::mutex> lock(share_->mutex);
+  for (std::size_t k = 0; k < kept_.size(); ++k) {
+    if (keys_[k].empty()) continue;
+    auto it = share_->kept.find(keys_[k]);
+    if (it == share_->kept.end() || !it->second.tensor.defined()) continue;
+    const auto& entry = it->second;
+    bool fresh = true;
+    for (std::size_t j = 0; j < entry.sources.size() && fresh; ++j) {
+      fresh = SourceSeen::of(inputs[arguments_ + entry.sources[j]]) == entry.seen[j];
+    }
+    if (fresh) taken[k] = entry;
+  }
+  return taken;
 }
 
 void DerivedValues::share_kept(const std::vector<at::Tensor>& inputs, bool& moved) const {
@@ -264,31 +305,6 @@ void DerivedValues::share_kept(const std::vector<at::Tensor>& inputs, bool& move
   finish(tensors_);
 }
 
-bool DerivedValues::adopt(const std::vector<at::Tensor>& inputs) const {
-  std::lock_guard<std::mutex> lock(share_->mutex);
-  std::vector<at::Tensor> taken(kept_.size());
-  std::vector<bool> own(kept_.size(), false);
-  for (std::size_t k = 0; k < kept_.size(); ++k) {
-    if (keys_[k].empty()) return false;
-    auto it = share_->kept.find(keys_[k]);
-    if (it == share_->kept.end() || !it->second.tensor.defined()) return false;
-    const auto& entry = it->second;
-    for (std::size_t j = 0; j < entry.sources.size(); ++j) {
-      if (!(SourceSeen::of(inputs[arguments_ + entry.sources[j]]) == entry.seen[j])) return false;
-    }
-    taken[k] = entry.tensor;
-    own[k] = entry.own_memory;
-  }
-  const bool first = tensors_.empty();
-  for (std::size_t k = 0; k < kept_.size() && !first; ++k) {
-    if (tensors_[k].defined() && tensors_[k].data_ptr() != taken[k].data_ptr()) ++moves_;
-  }
-  tensors_ = std::move(taken);
-  own_memory_ = std::move(own);
-  record_seen(inputs);
-  return true;
-}
-
 void DerivedValues::record_seen(const std::vector<at::Tensor>& inputs) const {
   seen_.clear();
   for (std::size_t i : sources_) seen_.push_back(SourceSeen::of(inputs[i]));
@@ -296,12 +312,12 @@ void DerivedValues::record_seen(const std::vector<at::Tensor>& inputs) const {
 
 void DerivedValues::update(const std::vector<at::Tensor>& inputs) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!current(inputs) && !adopt(inputs)) compute(inputs);
+  if (!current(inputs)) compute(inputs);
 }
 
 void DerivedValues::bind(const std::vector<at::Tensor>& inputs, std::vector<at::Tensor>& values) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!current(inputs) && !adopt(inputs)) compute(inputs);
+  if (!current(inputs)) compute(inputs);
   for (std::size_t k = 0; k < kept_.size(); ++k) values[kept_[k]] = tensors_[k];
 }
 

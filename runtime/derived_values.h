@@ -93,9 +93,9 @@ class DerivedValues {
                 std::size_t arguments, std::shared_ptr<DerivedValueShare> share);
 
   bool current(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
-  // Takes the kept values other plans of the module computed from the sources as they are now;
-  // false (nothing taken) when one is missing, stale, or not shared.
-  bool adopt(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
+  // Per kept value, what another plan of the module computed from the sources as they are now
+  // (an undefined tensor where there is none, or it is stale or not shared).
+  std::vector<DerivedValueShare::Kept> shared_now(const std::vector<at::Tensor>& inputs) const;
   void compute(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
   // Puts the kept values it computed where the module's other plans find them (into the memory
   // one of them already holds, when there is one); sets `moved` when a kept value moved there.

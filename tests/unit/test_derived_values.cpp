@@ -147,6 +147,37 @@ TEST_F(DerivedValues, PlansOfTwoSignaturesHoldOneCopy) {
   EXPECT_EQ(fast.stats().eager_calls, 0);
 }
 
+// Longer inputs also read w * 3: their plan derives one value the shorter inputs' plan does not.
+struct BranchingImpl : torch::nn::Module {
+  BranchingImpl() { w = register_parameter("w", torch::randn({16, 8})); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = torch::matmul(x, w * 2);
+    return x.size(0) > 4 ? y + torch::matmul(x, w * 3) : y;
+  }
+  torch::Tensor w;
+};
+TORCH_MODULE(Branching);
+
+TEST_F(DerivedValues, APlanTakesWhatItSharesAndComputesTheRest) {
+  torch::NoGradGuard no_grad;
+  Branching model;
+  auto fast = compile(model, strict(true));
+  auto check_both = [&](const std::string& what) {
+    for (int round = 0; round < 3; ++round) {
+      for (std::int64_t rows : {4, 6}) {
+        auto x = torch::randn({rows, 16});
+        EXPECT_LT(relative_error(fast(x), model->forward(x)), kTolerance) << what << ", " << rows << " rows";
+      }
+    }
+  };
+  check_both("before");
+  EXPECT_EQ(fast.stats().derived_computations, 2) << "w * 2 once, then w * 3 for the longer inputs' plan";
+  model->w.mul_(-1);
+  check_both("after an update in place");
+  EXPECT_EQ(fast.stats().derived_computations, 4);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
 // Returns a view of what it derives from its parameter: eager hands out new memory at every call.
 struct ExposedImpl : torch::nn::Module {
   ExposedImpl() { w = register_parameter("w", torch::randn({4, 8})); }
