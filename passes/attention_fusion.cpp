@@ -1,7 +1,6 @@
 #include "passes/attention_fusion.h"
 
 #include <algorithm>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -9,6 +8,7 @@
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/meta_values.h"
+#include "passes/node_splicing.h"
 
 namespace zenith::passes {
 namespace {
@@ -214,22 +214,15 @@ int append_typed(ir::Graph& graph, MetaValues& meta, ir::Node node, std::vector<
 int mask_in_bfloat16(ir::Graph& graph, int mask, std::vector<ir::Node>& nodes) {
   MetaValues meta(graph);
   const double lowest = static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
-  const auto node = [](const char* op, const char* overload, std::vector<ir::Argument> args) {
-    ir::Node made;
-    made.op = op;
-    made.overload = overload;
-    made.args = std::move(args);
-    return made;
-  };
   const int saturated =
-      append_typed(graph, meta, node("aten::clamp_min", "", {{"self", ir::ValueRef{mask}}, {"min", lowest}}), nodes);
+      append_typed(graph, meta, make_node("aten::clamp_min", "", {{"self", ir::ValueRef{mask}}, {"min", lowest}}), nodes);
   const int is_minus_infinity = append_typed(
       graph, meta,
-      node("aten::eq", "Scalar", {{"self", ir::ValueRef{mask}}, {"other", -std::numeric_limits<double>::infinity()}}),
+      make_node("aten::eq", "Scalar", {{"self", ir::ValueRef{mask}}, {"other", -std::numeric_limits<double>::infinity()}}),
       nodes);
   // where has no meta kernel; over operands of one layout its result is laid out as the clamp's.
   const int kept = append_typed(graph, meta,
-                                node("aten::where", "self",
+                                make_node("aten::where", "self",
                                      {{"condition", ir::ValueRef{is_minus_infinity}},
                                       {"self", ir::ValueRef{mask}},
                                       {"other", ir::ValueRef{saturated}}}),
@@ -269,14 +262,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
   type.strides = fused_attention_layout(type.sizes);
   // What reads the result is typed again, on meta tensors, as ATen will lay it out.
   if (!retype_readers(result, {out}, m.context + 1)) return std::nullopt;
-  std::vector<ir::Node> kept;
-  kept.reserve(result.nodes.size() + mask_nodes.size());
-  const std::set<std::size_t> removed(m.removed.begin(), m.removed.end());
-  for (std::size_t n = 0; n < result.nodes.size(); ++n) {
-    if (n == m.context) std::move(mask_nodes.begin(), mask_nodes.end(), std::back_inserter(kept));
-    if (!removed.count(n)) kept.push_back(std::move(result.nodes[n]));
-  }
-  result.nodes = std::move(kept);
+  splice_nodes(result, m.context, std::move(mask_nodes), std::set<std::size_t>(m.removed.begin(), m.removed.end()));
   result.remove_unused_values();
   return result;
 }

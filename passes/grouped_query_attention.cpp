@@ -1,6 +1,5 @@
 #include "passes/grouped_query_attention.h"
 
-#include <iterator>
 #include <optional>
 #include <set>
 
@@ -10,6 +9,7 @@
 #include "core/tensor_type.h"
 #include "passes/attention_fusion.h"
 #include "passes/meta_values.h"
+#include "passes/node_splicing.h"
 
 namespace zenith::passes {
 namespace {
@@ -98,14 +98,6 @@ bool mask_fits(const ir::Graph& graph, const ir::Node& attention) {
   return true;
 }
 
-ir::Node make_node(const char* op, const char* overload, std::vector<ir::Argument> args) {
-  ir::Node node;
-  node.op = op;
-  node.overload = overload;
-  node.args = std::move(args);
-  return node;
-}
-
 // `graph` with attention node `index` reading the key-value heads `keys` and `values` as they are,
 // or nullopt when a value after it could not be typed again.
 std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int keys, int values,
@@ -161,13 +153,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int 
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  std::vector<ir::Node> nodes;
-  nodes.reserve(result.nodes.size() + made.size());
-  for (std::size_t n = 0; n < index; ++n) nodes.push_back(std::move(result.nodes[n]));
-  std::move(made.begin(), made.end(), std::back_inserter(nodes));
-  const auto after_made = nodes.size();
-  for (std::size_t n = index + 1; n < result.nodes.size(); ++n) nodes.push_back(std::move(result.nodes[n]));
-  result.nodes = std::move(nodes);
+  const auto after_made = splice_nodes(result, index, std::move(made), {index});
   if (!retype_readers(result, changed, after_made)) return std::nullopt;
   return result;
 }

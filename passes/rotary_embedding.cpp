@@ -1,7 +1,6 @@
 #include "passes/rotary_embedding.h"
 
 #include <algorithm>
-#include <iterator>
 #include <optional>
 #include <set>
 
@@ -10,6 +9,7 @@
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/meta_values.h"
+#include "passes/node_splicing.h"
 
 namespace zenith::passes {
 namespace {
@@ -125,14 +125,6 @@ class Matcher {
   const std::vector<int> producers_;
 };
 
-ir::Node make_node(const char* op, const char* overload, std::vector<ir::Argument> args) {
-  ir::Node node;
-  node.op = op;
-  node.overload = overload;
-  node.args = std::move(args);
-  return node;
-}
-
 // `sizes` with its last dimension split into [2, half].
 std::vector<std::int64_t> split_last(std::vector<std::int64_t> sizes) {
   const auto half = sizes.back() / 2;
@@ -202,13 +194,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Rotation& r) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  std::vector<ir::Node> nodes;
-  nodes.reserve(result.nodes.size() + made.size());
-  for (std::size_t n = 0; n < r.sum; ++n) nodes.push_back(std::move(result.nodes[n]));
-  std::move(made.begin(), made.end(), std::back_inserter(nodes));
-  const auto after_made = nodes.size();
-  for (std::size_t n = r.sum + 1; n < result.nodes.size(); ++n) nodes.push_back(std::move(result.nodes[n]));
-  result.nodes = std::move(nodes);
+  const auto after_made = splice_nodes(result, r.sum, std::move(made), {r.sum});
   if (!retype_readers(result, changed, after_made)) return std::nullopt;
   return result;
 }

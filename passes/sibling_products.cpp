@@ -1,6 +1,5 @@
 #include "passes/sibling_products.h"
 
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -9,6 +8,7 @@
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/meta_values.h"
+#include "passes/node_splicing.h"
 
 namespace zenith::passes {
 namespace {
@@ -82,13 +82,6 @@ std::vector<std::vector<Product>> sibling_sets(const ir::Graph& graph, bool cuda
   return sets;
 }
 
-ir::Node make_node(const char* op, std::vector<ir::Argument> args) {
-  ir::Node node;
-  node.op = op;
-  node.args = std::move(args);
-  return node;
-}
-
 // `graph` with `siblings` as one product and narrow views, or nullopt when a view's new layout
 // changes a returned value's layout or cannot be read by what reads it.
 std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Product>& siblings) {
@@ -102,25 +95,25 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Produ
       weights.ids.push_back(product.weight);
       biases.ids.push_back(product.bias);
     }
-    auto weight = make_node("aten::cat", {{"tensors", weights}, {"dim", std::int64_t{0}}});
+    auto weight = make_node("aten::cat", "", {{"tensors", weights}, {"dim", std::int64_t{0}}});
     const int concatenated = type_result(result, meta, weight, -1);
     made.push_back(std::move(weight));
-    auto transpose = make_node("aten::t", {{"self", ir::ValueRef{concatenated}}});
+    auto transpose = make_node("aten::t", "", {{"self", ir::ValueRef{concatenated}}});
     const int transposed = type_result(result, meta, transpose, -1);
     made.push_back(std::move(transpose));
     const auto& first = graph.nodes[siblings.front().node];
     ir::Node product;
     if (siblings.front().bias >= 0) {
-      auto bias = make_node("aten::cat", {{"tensors", biases}, {"dim", std::int64_t{0}}});
+      auto bias = make_node("aten::cat", "", {{"tensors", biases}, {"dim", std::int64_t{0}}});
       const int bias_id = type_result(result, meta, bias, -1);
       made.push_back(std::move(bias));
-      product = make_node("aten::addmm", {{"self", ir::ValueRef{bias_id}},
-                                          ir::copy_arg(first, "mat1"),
-                                          {"mat2", ir::ValueRef{transposed}},
-                                          ir::copy_arg(first, "beta"),
-                                          ir::copy_arg(first, "alpha")});
+      product = make_node("aten::addmm", "", {{"self", ir::ValueRef{bias_id}},
+                                              ir::copy_arg(first, "mat1"),
+                                              {"mat2", ir::ValueRef{transposed}},
+                                              ir::copy_arg(first, "beta"),
+                                              ir::copy_arg(first, "alpha")});
     } else {
-      product = make_node("aten::matmul", {ir::copy_arg(first, "self"), {"other", ir::ValueRef{transposed}}});
+      product = make_node("aten::matmul", "", {ir::copy_arg(first, "self"), {"other", ir::ValueRef{transposed}}});
     }
     const int columns = type_result(result, meta, product, -1);
     made.push_back(std::move(product));
@@ -128,10 +121,10 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Produ
     for (const auto& sibling : siblings) {
       const int out = graph.nodes[sibling.node].outputs.front();
       const auto length = graph.value(sibling.weight).type.sizes[0];
-      auto view = make_node("aten::narrow", {{"self", ir::ValueRef{columns}},
-                                             {"dim", std::int64_t{-1}},
-                                             {"start", start},
-                                             {"length", length}});
+      auto view = make_node("aten::narrow", "", {{"self", ir::ValueRef{columns}},
+                                                 {"dim", std::int64_t{-1}},
+                                                 {"start", start},
+                                                 {"length", length}});
       const auto before = result.value(out).type.strides;
       type_result(result, meta, view, out);
       if (result.value(out).type.strides != before) changed.insert(out);
@@ -143,17 +136,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Produ
   }
   std::set<std::size_t> removed;
   for (const auto& sibling : siblings) removed.insert(sibling.node);
-  std::vector<ir::Node> nodes;
-  nodes.reserve(result.nodes.size() + made.size());
-  std::size_t after_made = 0;
-  for (std::size_t n = 0; n < result.nodes.size(); ++n) {
-    if (n == siblings.front().node) {
-      std::move(made.begin(), made.end(), std::back_inserter(nodes));
-      after_made = nodes.size();
-    }
-    if (!removed.count(n)) nodes.push_back(std::move(result.nodes[n]));
-  }
-  result.nodes = std::move(nodes);
+  const auto after_made = splice_nodes(result, siblings.front().node, std::move(made), removed);
   if (!retype_readers(result, changed, after_made)) return std::nullopt;
   return result;
 }
