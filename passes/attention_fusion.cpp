@@ -190,17 +190,16 @@ class Matcher {
 // an op without a meta kernel, as the value `like`.
 int append_typed(ir::Graph& graph, MetaValues& meta, ir::Node node, std::vector<ir::Node>& nodes,
                  std::optional<int> like = std::nullopt) {
-  node.outputs = {-1};
-  const auto device = graph.value(node.input_ids().at(0)).type.device;
-  at::Tensor result;
-  if (like) {
-    const auto& type = graph.value(*like).type;
-    result = at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(at::kMeta));
-  } else {
-    result = meta.run(node).at(0);
+  if (!like) {
+    const int id = type_result(graph, meta, node);
+    nodes.push_back(std::move(node));
+    return id;
   }
+  const auto& laid_out = graph.value(*like).type;
+  auto result = at::empty_strided(laid_out.sizes, laid_out.strides,
+                                  at::TensorOptions().dtype(laid_out.dtype).device(at::kMeta));
   auto type = type_of(result);
-  type.device = device;
+  type.device = graph.value(node.input_ids().at(0)).type.device;
   node.outputs = {graph.add_value(type, ir::ValueRole::Intermediate)};
   meta.set(node.outputs[0], result);
   nodes.push_back(std::move(node));
@@ -223,9 +222,9 @@ int mask_in_bfloat16(ir::Graph& graph, int mask, std::vector<ir::Node>& nodes) {
   // where has no meta kernel; over operands of one layout its result is laid out as the clamp's.
   const int kept = append_typed(graph, meta,
                                 make_node("aten::where", "self",
-                                     {{"condition", ir::ValueRef{is_minus_infinity}},
-                                      {"self", ir::ValueRef{mask}},
-                                      {"other", ir::ValueRef{saturated}}}),
+                                          {{"condition", ir::ValueRef{is_minus_infinity}},
+                                           {"self", ir::ValueRef{mask}},
+                                           {"other", ir::ValueRef{saturated}}}),
                                 nodes, saturated);
   return append_typed(graph, meta, ir::plain_cast(kept, at::kBFloat16), nodes);
 }

@@ -257,8 +257,8 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
         std::none_of(graph.constants.begin(), graph.constants.end(),
                      [&](const auto& constant) { return constant.second.defined() && constant.second.is_alias_of(held); });
   }
-  finish(tensors_);
   if (computes) share_kept(inputs, moved);
+  finish(tensors_);
   if (moved) ++moves_;
   record_seen(inputs);
   if (computes) ++share_->computations;
@@ -271,10 +271,12 @@ std::vector<DerivedValueShare::Kept> DerivedValues::shared_now(const std::vector
     if (keys_[k].empty()) continue;
     auto it = share_->kept.find(keys_[k]);
     if (it == share_->kept.end() || !it->second.tensor.defined()) continue;
+    // The key names the sources by index, so this plan's list of them is the entry's.
     const auto& entry = it->second;
-    bool fresh = true;
-    for (std::size_t j = 0; j < entry.sources.size() && fresh; ++j) {
-      fresh = SourceSeen::of(inputs[arguments_ + entry.sources[j]]) == entry.seen[j];
+    const auto& sources = kept_sources_[k];
+    bool fresh = entry.seen.size() == sources.size();
+    for (std::size_t j = 0; j < sources.size() && fresh; ++j) {
+      fresh = SourceSeen::of(inputs[arguments_ + sources[j]]) == entry.seen[j];
     }
     if (fresh) taken[k] = entry;
   }
@@ -298,11 +300,9 @@ void DerivedValues::share_kept(const std::vector<at::Tensor>& inputs, bool& move
       entry.tensor = tensors_[k];
       entry.own_memory = own_memory_[k];
     }
-    entry.sources = kept_sources_[k];
     entry.seen.clear();
-    for (std::size_t j : entry.sources) entry.seen.push_back(SourceSeen::of(inputs[arguments_ + j]));
+    for (std::size_t j : kept_sources_[k]) entry.seen.push_back(SourceSeen::of(inputs[arguments_ + j]));
   }
-  finish(tensors_);
 }
 
 void DerivedValues::record_seen(const std::vector<at::Tensor>& inputs) const {

@@ -48,12 +48,11 @@ struct SourceSeen {
 struct DerivedValueShare {
   std::atomic<std::int64_t> computations{0};  ///< times a plan's derived values were computed
 
-  /// One kept value: its memory, and its sources (indices among the parameters and buffers) as
-  /// they were when it was computed.
+  /// One kept value: its memory, and its sources as they were when it was computed (in the order
+  /// of the state indices its key names).
   struct Kept {
     at::Tensor tensor;
     bool own_memory = false;  ///< false: a view of a source, rebound when computed again
-    std::vector<std::size_t> sources;
     std::vector<SourceSeen> seen;
   };
   std::mutex mutex;
@@ -99,6 +98,7 @@ class DerivedValues {
   void compute(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
   // Puts the kept values it computed where the module's other plans find them (into the memory
   // one of them already holds, when there is one); sets `moved` when a kept value moved there.
+  // The caller waits for the device (finish) afterwards.
   void share_kept(const std::vector<at::Tensor>& inputs, bool& moved) const;
   void record_seen(const std::vector<at::Tensor>& inputs) const;
 
@@ -111,7 +111,7 @@ class DerivedValues {
   const std::size_t arguments_;             // inputs before the parameters and buffers
   const std::shared_ptr<DerivedValueShare> share_;
   mutable std::mutex mutex_;
-  mutable std::vector<SourceSeen> seen_;             // per source, when computed; empty: never computed
+  mutable std::vector<SourceSeen> seen_;       // per source, when computed; empty: never computed
   mutable std::vector<at::Tensor> tensors_;    // per kept value
   mutable std::vector<bool> own_memory_;       // per kept value: in memory no source shares
   mutable std::atomic<std::uint64_t> moves_{0};
