@@ -123,10 +123,13 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int 
       if (arg.name == "key") arg.value = ir::ValueRef{keys};
       if (arg.name == "value") arg.value = ir::ValueRef{values};
     }
-    // Typed as the fused kernels lay their result out (see AttentionFusion), not by a meta kernel.
+    // Typed as the fused kernels lay their result out (see AttentionFusion), not by a meta kernel;
+    // for one token, row-major, which the heads' merge below views in place: the JIT backend's
+    // attention kernel writes any layout, and PyTorch's result is copied into this one.
     ir::TensorType type = graph.value(out).type;
     type.sizes = {batch, groups, factor * tokens, dv};
-    type.strides = fused_attention_layout(type.sizes);
+    type.strides = tokens == 1 ? std::vector<std::int64_t>{groups * factor * dv, factor * dv, dv, 1}
+                               : fused_attention_layout(type.sizes);
     const int grouped_out = result.add_value(type, ir::ValueRole::Intermediate);
     fused.outputs = {grouped_out};
     meta.set(grouped_out, at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(at::kMeta)));

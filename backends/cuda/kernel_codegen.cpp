@@ -31,6 +31,7 @@ std::variant<GeneratedKernel, std::string> wrap(std::variant<Kernel, std::string
 }  // namespace
 
 std::variant<GeneratedKernel, std::string> generate_kernel(const ir::Graph& group) {
+  if (has_attention(group)) return wrap(generate_attention(group));
   if (has_row_reduction(group)) return wrap(generate_reduction(group));
   return wrap(generate_elementwise(group));
 }
@@ -67,11 +68,21 @@ LaunchConfig reduction_launch(const ReductionKernel& kernel, const std::vector<c
   return config;
 }
 
+// One block per (batch, head, chunk of query rows), each over every key.
+LaunchConfig attention_launch(const AttentionKernel& kernel, const std::vector<const DLTensor*>& operands) {
+  LaunchConfig config;
+  config.words = pack_attention_arguments(kernel, operands);
+  config.blocks = attention_blocks(config.words);
+  config.threads = kAttentionThreads;
+  return config;
+}
+
 }  // namespace
 
 LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<const DLTensor*>& operands,
                            int multiprocessors) {
   if (const auto* e = std::get_if<ElementwiseKernel>(&kernel.kernel)) return elementwise_launch(*e, operands, multiprocessors);
+  if (const auto* a = std::get_if<AttentionKernel>(&kernel.kernel)) return attention_launch(*a, operands);
   return reduction_launch(std::get<ReductionKernel>(kernel.kernel), operands, multiprocessors);
 }
 

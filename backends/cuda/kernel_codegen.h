@@ -1,6 +1,7 @@
 // The code generators' one entry point: a fused group in, one CUDA C++ kernel out. Groups of
 // elementwise nodes go to elementwise_codegen; groups that reduce or normalize over their inner
-// dimensions go to reduction_codegen.
+// dimensions go to reduction_codegen; an attention node with a decode step's few queries goes to
+// attention_codegen.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +11,16 @@
 
 #include <dlpack/dlpack.h>
 
+#include "backends/cuda/attention_codegen.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/reduction_codegen.h"
 #include "core/graph.h"
 
 namespace zenith::cuda {
 
-/// A generated kernel of either kind.
+/// A generated kernel of any kind.
 struct GeneratedKernel {
-  std::variant<ElementwiseKernel, ReductionKernel> kernel;
+  std::variant<ElementwiseKernel, ReductionKernel, AttentionKernel> kernel;
 
   /// The shape class, canonical text: no value ids, no sizes.
   const std::string& key() const;
@@ -33,7 +35,7 @@ struct GeneratedKernel {
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan)
-/// with the generator its nodes call for, or returns why neither can.
+/// with the generator its nodes call for, or returns why it cannot.
 std::variant<GeneratedKernel, std::string> generate_kernel(const ir::Graph& group);
 
 /// Grid and block of one launch, and its single argument as 8-byte words.

@@ -2,7 +2,8 @@
 // repeated for groups of query heads (repeat_kv: unsqueeze, expand, reshape) reads the key-value
 // heads as they are, with each group's query heads as that head's queries, when the mask is the
 // same for every head and query position; the result keeps its layout and values. Attention whose
-// mask varies by query position, or that is causal, is left alone. Checked against the original
+// mask varies by query position, or that is causal, is left alone; for one token the grouped result
+// is row-major, so that merging the heads back views it. Checked against the original
 // graph on fresh draws of every input.
 #include <gtest/gtest.h>
 
@@ -94,6 +95,16 @@ TEST(GroupedQueryAttention, DecodeAndPaddingMasksReadTheKeyValueHeadsAsTheyAre) 
     EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
     EXPECT_NO_THROW(ir::verify(graph));
     EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
+    if (tokens == 1) {
+      // One token: the grouped result is row-major, so the heads' merge views it (no copy).
+      for (const auto& node : graph.nodes) {
+        if (node.op != "aten::scaled_dot_product_attention") continue;
+        const auto& type = graph.value(node.outputs.front()).type;
+        const auto rep = kHeads / kKvHeads;
+        EXPECT_EQ(type.strides, (std::vector<std::int64_t>{kKvHeads * rep * kValueDim, rep * kValueDim, kValueDim, 1}))
+            << type.to_string();
+      }
+    }
     expect_same_results(before, graph, a.builder.example_inputs());
   }
 }

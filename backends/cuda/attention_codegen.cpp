@@ -1,0 +1,334 @@
+#include "backends/cuda/attention_codegen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/expression_rules.h"
+#include "backends/cuda/operand_checks.h"
+#include "core/node_arguments.h"
+
+namespace zenith::cuda {
+namespace {
+
+// Keys one tile holds: one per thread while scoring.
+constexpr int kTileKeys = kAttentionThreads;
+
+// The kernel's body past its constants and types (T: the storage type of query, key, value and
+// output; M: the mask's; D, VEC = 16 bytes of T, CH = D / VEC, ROWS, TILE, THREADS; HAS_MASK,
+// BOOL_MASK). Arguments as pack_attention_arguments lays them out.
+constexpr const char* kBody = R"(
+// NVRTC has no math.h: negative infinity by its bits.
+#define ZN_NEG_INF __int_as_float(0xff800000)
+
+struct Args {
+  long long batch, heads, rows, keys, row_chunks;
+  double scale;
+  const void* q; long long qs[4];
+  const void* k; long long ks[4];
+  const void* v; long long vs[4];
+  const void* mask; long long ms[4];
+  void* out; long long os[4];
+};
+
+// VEC consecutive elements along the head dimension, as float: one 16-byte load where the
+// elements are adjacent and aligned, else one load each.
+__device__ __forceinline__ void zn_load_slice(const T* p, long long stride, float (&x)[VEC]) {
+  if (stride == 1 && (reinterpret_cast<unsigned long long>(p) & 15ull) == 0) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) x[i] = zn_cvt(e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) x[i] = zn_load(p + i * stride);
+  }
+}
+
+__device__ __forceinline__ float zn_warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float zn_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int WARPS = THREADS / 32, GROUPS = THREADS / CH;
+  __shared__ float q_s[ROWS][D];      // the block's queries times scale * log2(e)
+  __shared__ float p_s[ROWS][TILE];   // a tile's scores, then its probabilities
+  __shared__ float max_s[ROWS], sum_s[ROWS], rescale_s[ROWS];
+  __shared__ float red_s[WARPS][ROWS][D];
+
+  const long long chunk = blockIdx.x % p.row_chunks, bh = blockIdx.x / p.row_chunks;
+  const long long h = bh % p.heads, b = bh / p.heads;
+  const long long r0 = chunk * ROWS;
+  const int rows = (int)min((long long)ROWS, p.rows - r0);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const T* q = reinterpret_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1] + r0 * p.qs[2];
+  const T* k = reinterpret_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
+  const T* v = reinterpret_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
+#if HAS_MASK
+  const M* mask = reinterpret_cast<const M*>(p.mask) + b * p.ms[0] + h * p.ms[1] + r0 * p.ms[2];
+#endif
+
+  const float scale = (float)p.scale * kLog2e;
+  for (int i = threadIdx.x; i < ROWS * D; i += THREADS) {
+    const int r = i / D, d = i % D;
+    q_s[r][d] = r < rows ? zn_load(q + r * p.qs[2] + d * p.qs[3]) * scale : 0.f;
+  }
+  if (threadIdx.x < ROWS) {
+    max_s[threadIdx.x] = ZN_NEG_INF;
+    sum_s[threadIdx.x] = 0.f;
+  }
+  // Thread t accumulates slice t % CH of the head dimension over keys t / CH, t / CH + GROUPS, ...
+  const int slice = threadIdx.x % CH, group = threadIdx.x / CH;
+  float acc[ROWS][VEC];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[r][e] = 0.f;
+  __syncthreads();
+
+  for (long long j0 = 0; j0 < p.keys; j0 += TILE) {
+    const int tile = (int)min((long long)TILE, p.keys - j0);
+    // Scores, in log2 units: thread t takes key j0 + t against every row.
+    if ((int)threadIdx.x < tile) {
+      const long long j = j0 + threadIdx.x;
+      float s[ROWS];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) s[r] = 0.f;
+      const T* kj = k + j * p.ks[2];
+#pragma unroll
+      for (int c = 0; c < CH; ++c) {
+        float x[VEC];
+        zn_load_slice(kj + (long long)c * VEC * p.ks[3], p.ks[3], x);
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s[r] = fmaf(q_s[r][c * VEC + e], x[e], s[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+#if HAS_MASK && BOOL_MASK
+        if (r < rows && !mask[r * p.ms[2] + j * p.ms[3]]) s[r] = ZN_NEG_INF;
+#elif HAS_MASK
+        if (r < rows) s[r] += zn_load(mask + r * p.ms[2] + j * p.ms[3]) * kLog2e;
+#endif
+        p_s[r][threadIdx.x] = s[r];
+      }
+    }
+    __syncthreads();
+    // The online softmax, one warp per row: the tile's maximum raises the row's, and what was
+    // summed and accumulated so far is rescaled to the new maximum.
+    for (int r = warp; r < ROWS; r += WARPS) {
+      float m = ZN_NEG_INF;
+      for (int i = lane; i < tile; i += 32) m = fmaxf(m, p_s[r][i]);
+      m = zn_warp_max(m);
+      const float old = max_s[r], next = fmaxf(old, m);
+      const float base = next == ZN_NEG_INF ? 0.f : next;  // every key so far masked: nothing to weigh
+      float sum = 0.f;
+      for (int i = lane; i < tile; i += 32) {
+        const float e = exp2f(p_s[r][i] - base);
+        p_s[r][i] = e;
+        sum += e;
+      }
+      sum = zn_warp_sum(sum);
+      __syncwarp();
+      if (lane == 0) {
+        const float rescale = exp2f(old - base);
+        rescale_s[r] = rescale;
+        sum_s[r] = sum_s[r] * rescale + sum;
+        max_s[r] = next;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const float rescale = rescale_s[r];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[r][e] *= rescale;
+    }
+    for (int i = group; i < tile; i += GROUPS) {
+      float x[VEC];
+      zn_load_slice(v + (j0 + i) * p.vs[2] + (long long)slice * VEC * p.vs[3], p.vs[3], x);
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        const float w = p_s[r][i];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, x[e], acc[r][e]);
+      }
+    }
+    __syncthreads();  // the next tile's scores overwrite p_s
+  }
+
+  // Lanes of one slice in a warp (CH apart) sum their keys' shares; then the warps', in shared memory.
+#pragma unroll
+  for (int o = CH; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
+  if (lane < CH) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) red_s[warp][r][slice * VEC + e] = acc[r][e];
+  }
+  __syncthreads();
+  T* out = reinterpret_cast<T*>(p.out) + b * p.os[0] + h * p.os[1] + r0 * p.os[2];
+  for (int i = threadIdx.x; i < rows * D; i += THREADS) {
+    const int r = i / D, d = i % D;
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) total += red_s[w][r][d];
+    zn_store(out + r * p.os[2] + d * p.os[3], total / sum_s[r]);
+  }
+}
+)";
+
+// The group's attention node and its operand positions, or why the kernel cannot run it.
+class Generator {
+ public:
+  explicit Generator(const ir::Graph& group) : group_(group) {}
+
+  AttentionKernel run() {
+    if (group_.nodes.size() != 1) throw Unsupported{"an attention group holds one node"};
+    check_group_shape(group_);
+    const auto& node = group_.nodes.front();
+    if (node.outputs.size() != 1) throw Unsupported{"scaled_dot_product_attention with more than one result"};
+    if (ir::number_arg(node, "dropout_p").value_or(1.0) != 0.0) throw Unsupported{"attention with dropout"};
+    if (ir::flag_arg(node, "is_causal")) throw Unsupported{"causal attention (is_causal=True)"};
+    if (ir::flag_arg(node, "enable_gqa")) throw Unsupported{"attention with enable_gqa=True"};
+    kernel_.operands = group_.inputs;
+    kernel_.operands.push_back(node.outputs.front());
+    for (int id : kernel_.operands) check_operand(group_, id);
+    kernel_.query = position(ir::tensor_arg(node, "query"), "query");
+    kernel_.key_input = position(ir::tensor_arg(node, "key"), "key");
+    kernel_.value = position(ir::tensor_arg(node, "value"), "value");
+    const int mask = ir::tensor_arg(node, "attn_mask");
+    if (mask >= 0) kernel_.mask = position(mask, "attn_mask");
+    else if (const auto* arg = node.arg("attn_mask"); arg == nullptr || !std::holds_alternative<ir::NoneArg>(arg->value))
+      throw Unsupported{"an attention mask that is not a tensor"};
+
+    const auto& q = group_.value(ir::tensor_arg(node, "query")).type;
+    const auto& k = group_.value(ir::tensor_arg(node, "key")).type;
+    const auto& v = group_.value(ir::tensor_arg(node, "value")).type;
+    const auto& out = group_.value(node.outputs.front()).type;
+    if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) throw Unsupported{"attention over operands not of rank 4"};
+    if (k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype) {
+      throw Unsupported{"query, key, value and result of different dtypes"};
+    }
+    const char* type = storage_type(q.dtype);
+    if (type == nullptr || q.dtype == c10::ScalarType::Bool) {
+      throw Unsupported{fmt::format("attention in {}", c10::toString(q.dtype))};
+    }
+    if (k.sizes[0] != q.sizes[0] || v.sizes[0] != q.sizes[0] || k.sizes[1] != q.sizes[1] || v.sizes[1] != q.sizes[1] ||
+        v.sizes[2] != k.sizes[2] || k.sizes[3] != q.sizes[3] || v.sizes[3] != q.sizes[3]) {
+      throw Unsupported{fmt::format("query {}, key {}, value {}: not one batch, head count and head dimension",
+                                    q.to_string(), k.to_string(), v.to_string())};
+    }
+    if (q.sizes[2] > kAttentionMaxRows) {
+      throw Unsupported{fmt::format("{} query rows per head, above the {} of a decode step: PyTorch's fused kernels "
+                                    "serve prompts", q.sizes[2], kAttentionMaxRows)};
+    }
+    const std::int64_t d = q.sizes[3], element = static_cast<std::int64_t>(c10::elementSize(q.dtype));
+    const std::int64_t vec = 16 / element;
+    const std::int64_t slices = d / vec;
+    if (d > 128 || d % vec != 0 || (slices & (slices - 1)) != 0) {
+      throw Unsupported{fmt::format("head dimension {}: the kernel takes a power of two of 16-byte slices, at most 128",
+                                    d)};
+    }
+    std::string mask_type = "none";
+    if (kernel_.mask >= 0) {
+      const auto& m = group_.value(mask).type;
+      if (m.rank() > 4) throw Unsupported{"an attention mask of rank above 4"};
+      mask_type = storage_type(m.dtype) ? storage_type(m.dtype) : "";
+      if (mask_type.empty()) throw Unsupported{fmt::format("an attention mask of {}", c10::toString(m.dtype))};
+    }
+    const auto* scale = node.arg("scale");
+    if (scale != nullptr && !std::holds_alternative<ir::NoneArg>(scale->value) && !ir::number_arg(node, "scale")) {
+      throw Unsupported{"an attention scale that is not a number"};
+    }
+    kernel_.scale = ir::number_arg(node, "scale").value_or(1.0 / std::sqrt(static_cast<double>(d)));
+
+    kernel_.key = fmt::format("attention v{} | {} | mask {} | D {}", kAttentionCodegenVersion, type, mask_type, d);
+    kernel_.name = fmt::format("zenith_attn_{:016x}", key_hash(kernel_.key));
+    kernel_.source = fmt::format(
+        "{}\n// {}\ntypedef {} T;\ntypedef {} M;\n#define NAME {}\n#define D {}\n#define VEC {}\n#define CH {}\n"
+        "#define ROWS {}\n#define TILE {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n{}",
+        device_prelude(), kernel_.key, type, mask_type == "none" ? "float" : mask_type, kernel_.name, d, vec, slices,
+        kAttentionRowsPerBlock, kTileKeys, kAttentionThreads, kernel_.mask >= 0 ? 1 : 0, mask_type == "bool" ? 1 : 0,
+        kBody);
+    return kernel_;
+  }
+
+ private:
+  // The operand position of group input `id`, which the node reads as `role`.
+  int position(int id, const char* role) const {
+    for (std::size_t i = 0; i < group_.inputs.size(); ++i) {
+      if (group_.inputs[i] == id) return static_cast<int>(i);
+    }
+    throw Unsupported{fmt::format("the attention's {} is not an input of its group", role)};
+  }
+
+  const ir::Graph& group_;
+  AttentionKernel kernel_;
+};
+
+// Address and strides of `t` over [B, H, rows, columns], right-aligned; 0 where it broadcasts.
+void pack_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
+  words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset)));
+  for (int s = 0; s < 4; ++s) {
+    const int d = s - (4 - t.ndim);
+    const bool present = d >= 0 && t.shape[d] != 1;
+    words.push_back(present ? t.strides[d] : 0);
+  }
+}
+
+}  // namespace
+
+bool has_attention(const ir::Graph& group) {
+  return std::any_of(group.nodes.begin(), group.nodes.end(),
+                     [](const ir::Node& node) { return node.op == "aten::scaled_dot_product_attention"; });
+}
+
+std::variant<AttentionKernel, std::string> generate_attention(const ir::Graph& group) {
+  try {
+    return Generator(group).run();
+  } catch (const Unsupported& unsupported) {
+    return unsupported.reason;
+  }
+}
+
+std::vector<std::int64_t> pack_attention_arguments(const AttentionKernel& kernel,
+                                                   const std::vector<const DLTensor*>& operands) {
+  const DLTensor& q = *operands.at(static_cast<std::size_t>(kernel.query));
+  const DLTensor& k = *operands.at(static_cast<std::size_t>(kernel.key_input));
+  const std::int64_t rows = q.shape[2];
+  const std::int64_t chunks = (rows + kAttentionRowsPerBlock - 1) / kAttentionRowsPerBlock;
+  std::int64_t scale_bits = 0;
+  std::memcpy(&scale_bits, &kernel.scale, sizeof scale_bits);
+  std::vector<std::int64_t> words{q.shape[0], q.shape[1], rows, k.shape[2], chunks, scale_bits};
+  pack_operand(q, words);
+  pack_operand(k, words);
+  pack_operand(*operands.at(static_cast<std::size_t>(kernel.value)), words);
+  if (kernel.mask >= 0) {
+    pack_operand(*operands.at(static_cast<std::size_t>(kernel.mask)), words);
+  } else {
+    words.insert(words.end(), 5, 0);
+  }
+  pack_operand(*operands.back(), words);
+  return words;
+}
+
+std::int64_t attention_blocks(const std::vector<std::int64_t>& words) { return words[0] * words[1] * words[4]; }
+
+}  // namespace zenith::cuda

@@ -1,0 +1,144 @@
+// The JIT CUDA backend's attention kernel (backends/cuda/attention_codegen.h) on the GPU, against
+// eager's scaled_dot_product_attention on fresh inputs: a decode step's grouped queries over a
+// static cache with the unwritten slots masked, more keys than one tile and more rows than one
+// block, bool masks that differ by row, no mask with an explicit scale, strided operands, and a
+// prompt's many queries, which stay on PyTorch's kernels. Labelled gpu.
+//
+// Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
+// the kernel sums keys in another order and takes exp2 of log2-scaled scores); float16 1e-2 and
+// bfloat16 4e-2 (eager's fused kernels round the probabilities to the storage type before
+// multiplying the values, the kernel keeps them in float32: a few units in the last place).
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "common/fresh_inputs.h"
+#include "common_relative_error.h"
+#include "zenith/compile.h"
+
+namespace zenith {
+namespace {
+
+using testing::call_name;
+using testing::kCallsPerSignature;
+using testing::relative_error;
+
+double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : dtype == at::kHalf ? 1e-2 : 4e-2; }
+
+CompileOptions strict() {
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  return options;
+}
+
+std::int64_t nodes_on(const CompileReport& report, const std::string& backend) {
+  return report.nodes_per_backend.count(backend) ? report.nodes_per_backend.at(backend) : 0;
+}
+
+class JitCudaAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    torch::manual_seed(17);
+  }
+};
+
+// A static cache's mask for a token at `position`: 0 up to it, the lowest finite value after, as
+// a decoder builds it.
+at::Tensor cache_mask(std::int64_t position, std::int64_t slots, const torch::TensorOptions& options) {
+  auto slot = torch::arange(slots, options.dtype(at::kLong)).unsqueeze(0);
+  const auto dtype = options.dtype().toScalarType();
+  const double lowest = dtype == at::kHalf       ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
+                        : dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                                                 : static_cast<double>(std::numeric_limits<float>::lowest());
+  return torch::zeros({1, slots}, options).masked_fill(slot > position, lowest);
+}
+
+TEST_F(JitCudaAttention, ADecodeStepOverAStaticCacheRunsInTheKernel) {
+  torch::NoGradGuard no_grad;
+  // Four key-value heads, each read by eight query heads' one token as eight rows; 256 slots.
+  const std::int64_t batch = 1, kv_heads = 4, group = 8, slots = 256, dim = 64;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    return at::scaled_dot_product_attention(q, k, v, mask);
+  };
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    auto fast = compile(fn, strict());
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      // The queries as a projection leaves them: [B, rows, heads, D] transposed.
+      auto q = torch::randn({batch, group, kv_heads, dim}, options).transpose(1, 2);
+      auto k = torch::randn({batch, kv_heads, slots, dim}, options);
+      auto v = torch::randn({batch, kv_heads, slots, dim}, options);
+      auto mask = cache_mask(100 + 37 * call, slots, options);
+      auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
+      ASSERT_EQ(got.sizes(), want.sizes());
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
+          << c10::toString(dtype) << ", " << call_name(call);
+    }
+    const auto report = fast.report();
+    EXPECT_EQ(nodes_on(report, "jit_cuda"), 1) << report.to_string();
+    EXPECT_EQ(nodes_on(report, "torch_gpu"), 0) << report.to_string();
+  }
+}
+
+TEST_F(JitCudaAttention, ManyTilesManyBlocksRowMasksAndStridedOperands) {
+  torch::NoGradGuard no_grad;
+  // 600 keys: three tiles, the last partial; 12 rows; bool masks by row.
+  const std::int64_t batch = 2, heads = 3, rows = 12, keys = 600, dim = 128;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    return at::scaled_dot_product_attention(q, k, v, mask);
+  };
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    auto fast = compile(fn, strict());
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto q = torch::randn({batch, heads, rows, dim}, options);
+      // Keys sliced out of a longer cache (rows of the head dimension apart), values transposed.
+      auto k = torch::randn({batch, heads, keys + 40, dim}, options).narrow(2, 20, keys);
+      auto v = torch::randn({batch, keys, heads, dim}, options).transpose(1, 2);
+      auto mask = torch::rand({batch, 1, rows, keys}, options.dtype(at::kFloat)) > 0.3;
+      mask.select(3, 0).fill_(true);  // every row keeps a key
+      auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
+          << c10::toString(dtype) << ", " << call_name(call);
+    }
+    EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 0) << fast.report().to_string();
+  }
+}
+
+TEST_F(JitCudaAttention, NoMaskAndAnExplicitScale) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v) {
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, false, 0.3);
+  };
+  auto options = torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA);
+  auto fast = compile(fn, strict());
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto q = torch::randn({3, 5, 1, 64}, options);
+    auto k = torch::randn({3, 5, 77, 64}, options);
+    auto v = torch::randn({3, 5, 77, 64}, options);
+    EXPECT_LE(relative_error(fast(q, k, v).to(at::kFloat), fn(q, k, v).to(at::kFloat)), tolerance(at::kHalf))
+        << call_name(call);
+  }
+  EXPECT_EQ(nodes_on(fast.report(), "jit_cuda"), 1) << fast.report().to_string();
+}
+
+TEST_F(JitCudaAttention, APromptsQueriesStayOnPyTorchsKernels) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v) { return at::scaled_dot_product_attention(q, k, v); };
+  auto options = torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA);
+  auto fast = compile(fn, strict());
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto q = torch::randn({1, 4, 128, 64}, options);
+    auto k = torch::randn({1, 4, 128, 64}, options);
+    auto v = torch::randn({1, 4, 128, 64}, options);
+    EXPECT_LE(relative_error(fast(q, k, v).to(at::kFloat), fn(q, k, v).to(at::kFloat)), tolerance(at::kHalf))
+        << call_name(call);
+  }
+  EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 1) << fast.report().to_string();
+}
+
+}  // namespace
+}  // namespace zenith
