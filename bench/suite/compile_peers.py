@@ -191,7 +191,27 @@ class Decode:
                                                       if not name.endswith("embed_tokens.weight")))
 
     def generate(self):
+        self.step_host_ms = 0.0  # the host's time inside the new tokens' step calls
         return self.generate_static() if self.static else self.generate_growing()
+
+    def prompt_only(self):
+        if self.static:
+            k, v = self.caches
+            return self.fn(self.inputs["prompt"], self.prompt_positions, k, v)
+        k, v = case_models.empty_cache(self.case, self.inputs["prompt"].device)
+        return self.fn(self.inputs["prompt"], k, v)
+
+    def launches_per_token(self):
+        """Kernels a new token launches: a whole warm generation's under the profiler, less its
+        prompt's alone (as the C++ runner counts them)."""
+        def kernels(fn):
+            activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            with torch.profiler.profile(activities=activities) as prof:
+                fn()
+                torch.cuda.synchronize()
+            return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                       and not e.name.startswith(("Memcpy", "Memset")))
+        return (kernels(self.generate) - kernels(self.prompt_only)) / self.case["new_tokens"]
 
     def generate_growing(self):
         def step(tokens, k, v):
@@ -206,7 +226,9 @@ class Decode:
         def decode():
             nonlocal logits, k, v
             for i in range(tokens.size(1)):
+                start = time.perf_counter()
                 logits, k, v = step(tokens[:, i:i + 1], k, v)
+                self.step_host_ms += (time.perf_counter() - start) * 1000
                 if i == 0:
                     kept.extend(cloned(logits))
 
@@ -223,7 +245,9 @@ class Decode:
 
         def decode():
             for i in range(tokens.size(1)):
+                start = time.perf_counter()
                 logits = self.fn(tokens[:, i:i + 1], self.step_positions[i:i + 1], k, v)
+                self.step_host_ms += (time.perf_counter() - start) * 1000
                 if i == 0:
                     kept.extend(cloned(logits))
 
@@ -231,16 +255,23 @@ class Decode:
         return prompt_ms, decode_ms, kept
 
     def finish(self):
-        per_token, prompts, start = [], [], time.perf_counter()
+        per_token, prompts, host, start = [], [], [], time.perf_counter()
         passes = 1 if self.settings.smoke else 3
         while len(per_token) < passes or (time.perf_counter() - start < self.settings.seconds and len(per_token) < 10):
             prompt_ms, decode_ms, _ = self.generate()
             per_token.append(decode_ms / self.case["new_tokens"])
+            host.append(self.step_host_ms / self.case["new_tokens"])
             prompts.append(prompt_ms)
         median, p90, _, reps = summarize(per_token)
         self.row.update(median_ms=median, p90_ms=p90, reps=reps)
         self.row["extra"].update(tokens_per_s=1000.0 / median, prompt_ms=summarize(prompts)[0],
-                                 new_tokens=self.case["new_tokens"], prompt_tokens=self.case["prompt"])
+                                 new_tokens=self.case["new_tokens"], prompt_tokens=self.case["prompt"],
+                                 host_ms_per_token=summarize(host)[0])
+        if torch.cuda.is_available():
+            try:
+                self.row["extra"]["launches_per_token"] = self.launches_per_token()
+            except Exception as error:  # a count the profiler could not give: the row keeps its timings
+                print(f"[compile_peers] {self.row['mode']}: no launch count ({error})", file=sys.stderr)
         return self.row
 
 

@@ -137,10 +137,11 @@ def sections(rows):
           fmt(r["setup_ms"], 1), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"])] for r in ordered(rows, {"bert", "resnet"})]))
     parts.append("### TinyLlama-shaped decoder, float16, batch 1: 128-token prompt, then 128 tokens with a KV cache "
                  "(decode_f16: the cache grows by concatenation; decode_static_f16: allocated once, written in place)\n\n" + table(
-        ["case", "mode", "tokens/s", "% of weight-streaming bound", "ms/token median", "p90", "prompt ms",
-         "first generation ms", "peak MB", "rel. error"],
+        ["case", "mode", "tokens/s", "% of weight-streaming bound", "ms/token median", "p90", "launches/token",
+         "host ms/token", "prompt ms", "first generation ms", "peak MB", "rel. error"],
         [[r["case"], r["mode"], status_or(r, fmt(r["extra"].get("tokens_per_s"), 1)), fmt(r["extra"].get("pct_of_bound"), 1),
-          fmt(r["median_ms"]), fmt(r["p90_ms"]), fmt(r["extra"].get("prompt_ms"), 2),
+          fmt(r["median_ms"]), fmt(r["p90_ms"]), fmt(r["extra"].get("launches_per_token"), 1),
+          fmt(r["extra"].get("host_ms_per_token"), 3), fmt(r["extra"].get("prompt_ms"), 2),
           fmt(r["extra"].get("first_generation_ms"), 0), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"])]
          for r in ordered(rows, {"decode"})]))
     parts.append("### Training step (forward, loss, backward, AdamW): eager, the model and loss through Zenith and "

@@ -6,12 +6,17 @@
 // so that every mode does the same work whatever its rounding; sampling (an argmax) costs nothing
 // next to a step.
 // Tokens per second are over the new tokens of a warm generation (the second and later); the
-// first generation, which pays for every capture and compile, is reported apart.
+// first generation, which pays for every capture and compile, is reported apart. On CUDA each row
+// also says how many kernels a new token launches (a whole warm generation under the profiler,
+// less its prompt alone) and how long the host spends in a step call.
+#include <chrono>
+
 #include <torch/torch.h>
 
 #include "accuracy.h"
 #include "case_files.h"
 #include "fixed_shape.h"
+#include "kernel_profile.h"
 #include "models/llama.h"
 #include "models/llama_safetensors.h"
 #include "timing.h"
@@ -44,7 +49,22 @@ struct StaticCaches {
 struct Generation {
   double prompt_ms = 0;
   double decode_ms = 0;
+  double step_host_ms = 0;  // the host's time inside the new tokens' step calls, summed
   Tensors logits;  // of the prompt and of the first new token: what is checked
+};
+
+// Adds the host time of its scope to `total_ms`: how long the caller's thread is busy in a call,
+// without waiting for the device.
+class HostTimer {
+ public:
+  explicit HostTimer(double& total_ms) : total_ms_(total_ms), start_(std::chrono::steady_clock::now()) {}
+  ~HostTimer() { total_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count(); }
+  HostTimer(const HostTimer&) = delete;
+  HostTimer& operator=(const HostTimer&) = delete;
+
+ private:
+  double& total_ms_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 Generation generate_growing(const Context& context, const Decode& d, const Call& step) {
@@ -55,6 +75,7 @@ Generation generate_growing(const Context& context, const Decode& d, const Call&
   g.logits.push_back(out.at(0));
   g.decode_ms = wall_ms(context.device, [&] {
     for (std::int64_t i = 0; i < d.tokens.size(1); ++i) {
+      HostTimer timer(g.step_host_ms);
       out = step({d.tokens.narrow(1, i, 1), out.at(1), out.at(2)});
       if (i == 0) g.logits.push_back(out.at(0));
     }
@@ -71,6 +92,7 @@ Generation generate_static(const Context& context, const Decode& d, const Call& 
   g.logits.push_back(out.at(0));
   g.decode_ms = wall_ms(context.device, [&] {
     for (std::int64_t i = 0; i < d.tokens.size(1); ++i) {
+      HostTimer timer(g.step_host_ms);
       out = step({d.tokens.narrow(1, i, 1), d.step_positions.narrow(0, i, 1), caches.k, caches.v});
       if (i == 0) g.logits.push_back(out.at(0));
     }
@@ -101,6 +123,11 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   auto generate = [&](const Call& step) {
     return d.static_cache ? generate_static(context, d, step, caches) : generate_growing(context, d, step);
   };
+  auto prompt_only = [&](const Call& step) {
+    if (d.static_cache) return step({d.prompt, d.prompt_positions, caches.k, caches.v});
+    auto [k, v] = zenith::models::empty_cache(d.config, 1, d.cache_options);
+    return step({d.prompt, k, v});
+  };
   const auto first = generate(mode.call);
   r.first_call_ms = first.prompt_ms;
   r.extra["first_generation_ms"] = first.prompt_ms + first.decode_ms;
@@ -114,7 +141,7 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
     r.max_rel_error = check_close(second.logits, expected, d.dtype, maker.name + " logits against eager");
   }
   // Whole generations, as a user runs them; at least three so that the median means something.
-  std::vector<double> per_token_ms, prompt_ms;
+  std::vector<double> per_token_ms, prompt_ms, host_ms;
   const auto start = std::chrono::steady_clock::now();
   const int passes = context.smoke ? 1 : 3;
   while (static_cast<int>(per_token_ms.size()) < passes ||
@@ -122,9 +149,19 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
           per_token_ms.size() < 10)) {
     const auto g = generate(mode.call);
     per_token_ms.push_back(g.decode_ms / static_cast<double>(d.tokens.size(1)));
+    host_ms.push_back(g.step_host_ms / static_cast<double>(d.tokens.size(1)));
     prompt_ms.push_back(g.prompt_ms);
   }
   const auto samples = summarize(per_token_ms);
+  r.extra["host_ms_per_token"] = summarize(host_ms).median_ms;
+  if (context.device.is_cuda()) {
+    // Kernels of a whole generation less those of its prompt alone (a growing cache's prompt
+    // starts from empty caches; a static one's writes caches the next generation zeroes).
+    const auto whole = profile_kernels([&] { generate(mode.call); }, 1, 0);
+    const auto prompt = profile_kernels([&] { prompt_only(mode.call); }, 1, 0);
+    r.extra["launches_per_token"] =
+        static_cast<double>(whole.kernels - prompt.kernels) / static_cast<double>(d.tokens.size(1));
+  }
   r.median_ms = samples.median_ms;
   r.p90_ms = samples.p90_ms;
   r.reps = samples.reps;

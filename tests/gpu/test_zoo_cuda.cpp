@@ -191,12 +191,14 @@ TEST_P(ZooCuda, LlamaPromptThenOneDecodeStep) {
 TEST_P(ZooCuda, LlamaStaticCacheDecodeStepReplaysAsOneGraph) {
   torch::NoGradGuard no_grad;
   auto config = models::LlamaConfig::small();
+  config.max_position_embeddings = 160;
   models::Llama model(config);
   model->eval();
   model->to(device(), dtype());
   auto fast = compile(models::LlamaStaticCache(model), strict("llama_static"));
   const auto cache_options = torch::TensorOptions().dtype(dtype()).device(device());
-  constexpr int64_t kPrompt = 5, kSteps = 24, kSlots = 40;
+  // 128 decode steps, as issue 18 asks of the static decoder on CUDA.
+  constexpr int64_t kPrompt = 5, kSteps = 128, kSlots = 140;
   auto positions = [&](int64_t from, int64_t count) {
     return torch::arange(from, from + count, torch::TensorOptions().dtype(torch::kLong).device(device()));
   };
