@@ -197,6 +197,8 @@ class Decode:
     def prompt_only(self):
         if self.static:
             k, v = self.caches
+            k.zero_()  # as generate_static starts: those two fills are not a token's
+            v.zero_()
             return self.fn(self.inputs["prompt"], self.prompt_positions, k, v)
         k, v = case_models.empty_cache(self.case, self.inputs["prompt"].device)
         return self.fn(self.inputs["prompt"], k, v)

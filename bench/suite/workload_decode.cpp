@@ -124,7 +124,11 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
     return d.static_cache ? generate_static(context, d, step, caches) : generate_growing(context, d, step);
   };
   auto prompt_only = [&](const Call& step) {
-    if (d.static_cache) return step({d.prompt, d.prompt_positions, caches.k, caches.v});
+    if (d.static_cache) {
+      caches.k.zero_();  // as generate_static starts: those two fills are not a token's
+      caches.v.zero_();
+      return step({d.prompt, d.prompt_positions, caches.k, caches.v});
+    }
     auto [k, v] = zenith::models::empty_cache(d.config, 1, d.cache_options);
     return step({d.prompt, k, v});
   };
@@ -155,8 +159,8 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   const auto samples = summarize(per_token_ms);
   r.extra["host_ms_per_token"] = summarize(host_ms).median_ms;
   if (context.device.is_cuda()) {
-    // Kernels of a whole generation less those of its prompt alone (a growing cache's prompt
-    // starts from empty caches; a static one's writes caches the next generation zeroes).
+    // Kernels of a whole generation less those of its prompt alone, which starts as a generation
+    // does: from empty caches, or from zeroed static ones.
     const auto whole = profile_kernels([&] { generate(mode.call); }, 1, 0);
     const auto prompt = profile_kernels([&] { prompt_only(mode.call); }, 1, 0);
     r.extra["launches_per_token"] =

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <dlpack/dlpack.h>
 
+#include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "core/graph.h"
 
@@ -47,6 +48,30 @@ inline void expect_compiles(const std::string& source, const std::string& kernel
   } catch (const std::exception& error) {
     ADD_FAILURE() << error.what() << "\n" << source;
   }
+}
+
+/// The kernel of kind `Kernel` generate_kernel makes for `graph`; a test failure (and an empty
+/// kernel) when it declines the group or makes another kind.
+template <typename Kernel>
+Kernel generated_kernel(const ir::Graph& graph) {
+  auto generated = generate_kernel(graph);
+  if (const auto* why = std::get_if<std::string>(&generated)) {
+    ADD_FAILURE() << "not generated: " << *why;
+    return {};
+  }
+  const auto* kernel = std::get_if<Kernel>(&std::get<GeneratedKernel>(generated).kernel);
+  if (kernel == nullptr) {
+    ADD_FAILURE() << "generated another kind of kernel than the one expected";
+    return {};
+  }
+  return *kernel;
+}
+
+/// Why generate_kernel declines `graph`, or "(generated)".
+inline std::string refusal(const ir::Graph& graph) {
+  auto generated = generate_kernel(graph);
+  const auto* why = std::get_if<std::string>(&generated);
+  return why ? *why : "(generated)";
 }
 
 }  // namespace zenith::cuda::codegen_test

@@ -52,24 +52,10 @@ ir::Graph attention(const Shape& s, c10::ScalarType dtype, Mask mask_kind, doubl
 }
 
 AttentionKernel generate_or_fail(const ir::Graph& graph) {
-  auto generated = generate_kernel(graph);
-  if (const auto* why = std::get_if<std::string>(&generated)) {
-    ADD_FAILURE() << "not generated: " << *why;
-    return {};
-  }
-  const auto* kernel = std::get_if<AttentionKernel>(&std::get<GeneratedKernel>(generated).kernel);
-  if (kernel == nullptr) {
-    ADD_FAILURE() << "another kind of kernel where an attention kernel was expected";
-    return {};
-  }
-  return *kernel;
+  return codegen_test::generated_kernel<AttentionKernel>(graph);
 }
 
-std::string refusal(const ir::Graph& graph) {
-  auto generated = generate_kernel(graph);
-  const auto* why = std::get_if<std::string>(&generated);
-  return why ? *why : "(generated)";
-}
+using codegen_test::refusal;
 
 TEST(AttentionCodegen, DecodeAttentionCompilesForEveryDtypeMaskAndHeadDimension) {
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {

@@ -28,24 +28,10 @@ ir::Argument flag(const std::string& name, bool v) { return {name, v}; }
 using codegen_test::on_cuda;
 
 ReductionKernel generate_or_fail(const ir::Graph& graph) {
-  auto generated = generate_kernel(on_cuda(graph));
-  if (const auto* why = std::get_if<std::string>(&generated)) {
-    ADD_FAILURE() << "not generated: " << *why;
-    return {};
-  }
-  const auto* kernel = std::get_if<ReductionKernel>(&std::get<GeneratedKernel>(generated).kernel);
-  if (kernel == nullptr) {
-    ADD_FAILURE() << "an elementwise kernel where a reduction kernel was expected";
-    return {};
-  }
-  return *kernel;
+  return codegen_test::generated_kernel<ReductionKernel>(on_cuda(graph));
 }
 
-std::string refusal(const ir::Graph& graph) {
-  auto generated = generate_kernel(on_cuda(graph));
-  const auto* why = std::get_if<std::string>(&generated);
-  return why ? *why : "(generated)";
-}
+std::string refusal(const ir::Graph& graph) { return codegen_test::refusal(on_cuda(graph)); }
 
 void expect_compiles(const ReductionKernel& kernel) { codegen_test::expect_compiles(kernel.source, kernel.name); }
 
