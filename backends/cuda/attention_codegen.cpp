@@ -189,7 +189,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
     float total = 0.f;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) total += red_s[w][r][d];
-    zn_store(out + r * p.os[2] + d * p.os[3], total / sum_s[r]);
+    // A row whose every key is masked (or no keys) has nothing to weigh: 0, as eager's
+    // scaled_dot_product_attention gives it (its _safe_softmax), not 0 / 0.
+    const float sum = sum_s[r];
+    zn_store(out + r * p.os[2] + d * p.os[3], sum == 0.f ? 0.f : total / sum);
   }
 }
 )";

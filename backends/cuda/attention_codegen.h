@@ -12,7 +12,7 @@
 // the probabilities times the values accumulate in float32 registers, a 16-byte slice of the head
 // dimension per thread. A long cache is one block's serial work: splitting the keys over blocks
 // (flash-decoding) is not done yet. The result is written once, in the output's
-// own strides, so the caller chooses its layout.
+// own strides, so the caller chooses its layout. A row whose every key is masked is 0, as in eager.
 //
 // The kernel is correct for every size; it is fast while R is small (decode). A group with more
 // query rows per head than kAttentionMaxRows (a prompt) is declined, and PyTorch's kernels run it.
@@ -30,7 +30,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kAttentionCodegenVersion = 1;
+constexpr int kAttentionCodegenVersion = 2;
 
 /// Query rows of one (batch, head) one block takes; more rows are spread over more blocks. One:
 /// a block's work is serial, so a decode step's few heads need many blocks. Measured on an H100

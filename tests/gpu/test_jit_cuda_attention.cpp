@@ -1,8 +1,9 @@
 // The JIT CUDA backend's attention kernel (backends/cuda/attention_codegen.h) on the GPU, against
 // eager's scaled_dot_product_attention on fresh inputs: a decode step's grouped queries over a
 // static cache with the unwritten slots masked, more keys than one tile and more rows than one
-// block, bool masks that differ by row, no mask with an explicit scale, strided operands, and a
-// prompt's many queries, which stay on PyTorch's kernels. Labelled gpu.
+// block, bool masks that differ by row, a row with every key masked, no mask with an explicit
+// scale, strided operands, and a prompt's many queries, which stay on PyTorch's kernels. Labelled
+// gpu.
 //
 // Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
 // the kernel sums keys in another order and takes exp2 of log2-scaled scores); float16 1e-2 and
@@ -106,6 +107,30 @@ TEST_F(JitCudaAttention, ManyTilesManyBlocksRowMasksAndStridedOperands) {
     }
     EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 0) << fast.report().to_string();
   }
+}
+
+// PyTorch's attention gives 0 for a query whose every key is masked (its _safe_softmax, in the
+// math path and the fused kernels alike), not the NaN of 0 / 0.
+TEST_F(JitCudaAttention, AFullyMaskedRowIsZeroAsInEager) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    return at::scaled_dot_product_attention(q, k, v, mask);
+  };
+  auto options = torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA);
+  auto fast = compile(fn, strict());
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto q = torch::randn({1, 2, 4, 64}, options);
+    auto k = torch::randn({1, 2, 40, 64}, options);
+    auto v = torch::randn({1, 2, 40, 64}, options);
+    auto mask = torch::rand({1, 2, 4, 40}, options.dtype(at::kFloat)) > 0.5;
+    mask.select(3, 0).fill_(true);
+    mask.select(2, 1 + call % 3).fill_(false);  // that query sees no key
+    auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
+    ASSERT_FALSE(want.isnan().any().item<bool>()) << "eager gave NaN for the fully masked row";
+    EXPECT_FALSE(got.isnan().any().item<bool>()) << call_name(call);
+    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(at::kHalf)) << call_name(call);
+  }
+  EXPECT_EQ(nodes_on(fast.report(), "jit_cuda"), 1) << fast.report().to_string();
 }
 
 TEST_F(JitCudaAttention, NoMaskAndAnExplicitScale) {
