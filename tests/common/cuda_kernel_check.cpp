@@ -24,10 +24,12 @@ using cuda::CompileRequest;
 using cuda::CompileTarget;
 using cuda::GeneratedKernel;
 
+bool is_attention(const ir::Node& node) { return node.op == "aten::scaled_dot_product_attention"; }
+
 // What the JIT backend is offered besides fusion groups: a node alone that it could run.
 bool kernel_candidate(const ir::Graph& graph, const ir::Node& node) {
   auto category = ir::op_info(node.op).category;
-  return category == ir::OpCategory::Elementwise ||
+  return category == ir::OpCategory::Elementwise || is_attention(node) ||
          (category == ir::OpCategory::Reduction && ir::row_reduction(graph, node).has_value());
 }
 
@@ -62,7 +64,8 @@ std::string KernelTally::to_string() const {
   std::ostringstream out;
   out << "fusion groups " << fusion_groups << ", generated " << fusion_generated << " (integer ones declined "
       << integer_groups_declined << "); matrix-product groups " << matmul_groups << "; single nodes " << singles
-      << ", generated " << singles_generated << "; " << compiled.size() << " distinct kernels compiled for sm_90 in "
+      << ", generated " << singles_generated << " (attention " << attention_singles << ", generated "
+      << attention_generated << "); " << compiled.size() << " distinct kernels compiled for sm_90 in "
       << nvrtc_seconds << " s (NVRTC)\n";
   for (const auto& [title, declined] :
        {std::make_pair("fusion groups", &declined_groups), std::make_pair("single nodes", &declined_singles)}) {
@@ -101,6 +104,8 @@ void check_cuda_kernels(ir::Graph graph, const std::string& where, KernelTally& 
     auto group = ir::extract_group(graph, nodes, consumers);
     auto generated = cuda::generate_kernel(group.graph);
     (fused ? tally.fusion_groups : tally.singles) += 1;
+    const bool attention = !fused && is_attention(graph.nodes[static_cast<std::size_t>(nodes.front())]);
+    tally.attention_singles += attention;
     if (const auto* why = std::get_if<std::string>(&generated)) {
       if (fused && holds_integers(group.graph)) ++tally.integer_groups_declined;
       auto& entry = (fused ? tally.declined_groups : tally.declined_singles)[*why];
@@ -111,6 +116,7 @@ void check_cuda_kernels(ir::Graph graph, const std::string& where, KernelTally& 
       return;
     }
     (fused ? tally.fusion_generated : tally.singles_generated) += 1;
+    tally.attention_generated += attention;
     compile_kernel(std::get<GeneratedKernel>(generated), where + (fused ? ", a fusion group" : ", a single node"),
                    group.graph, tally);
   };

@@ -23,6 +23,10 @@ struct KernelTally {
   int matmul_groups = 0;
   int singles = 0;
   int singles_generated = 0;
+  /// Of the single nodes, scaled_dot_product_attention ones, and those given a kernel (a decode
+  /// step's few queries; prompts stay on PyTorch's fused kernels).
+  int attention_singles = 0;
+  int attention_generated = 0;
   double nvrtc_seconds = 0;
   /// Reason -> how often, and the first group that gave it (and where).
   struct Declined {

@@ -2,7 +2,9 @@
 // (tests/common/random_program.h) is captured on the CPU the way zenith::compile captures a
 // callable, its values retyped to CUDA, optimized by the default pipeline and cut into groups the
 // way partitioning cuts them; every group gets a kernel or a reason, and every kernel compiles
-// with NVRTC for sm_90. Numerics are checked on the GPU (tests/gpu/test_random_fusion.cpp).
+// with NVRTC for sm_90. The same for random attention (tests/common/random_attention.h): its
+// rewrites run as they would on CUDA, and every decode-sized attention gets the attention kernel.
+// Numerics are checked on the GPU (tests/gpu/test_random_fusion.cpp).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,31 +14,21 @@
 
 #include <ATen/ATen.h>
 
-#include "capture/tracer_capture.h"
 #include "common/cuda_kernel_check.h"
+#include "common/program_capture.h"
+#include "common/random_attention.h"
 #include "common/random_program.h"
 
 namespace zenith::cuda {
 namespace {
 
 constexpr int kPrograms = 200;
+constexpr int kAttentionPrograms = 150;  // as many as the GPU test runs
 
 // The same spread over dtypes as the GPU test, so that seed N is the same program in both.
 c10::ScalarType dtype_of(int seed) {
   const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
   return dtypes[seed % 3];
-}
-
-// Captures `program` as compile() captures a callable: one traced eager run, converted to the IR.
-capture::Capture capture_program(const testing::RandomProgram& program) {
-  detail::ModuleAccess access;
-  access.forward = [run = program.run](const std::vector<c10::IValue>& args) {
-    std::vector<at::Tensor> tensors;
-    for (const auto& arg : args) tensors.push_back(arg.toTensor());
-    return c10::IValue(run(tensors));
-  };
-  std::vector<c10::IValue> args(program.inputs.begin(), program.inputs.end());
-  return capture::capture_forward(access, args, {});
 }
 
 TEST(RandomKernels, EveryGroupOfRandomProgramsGeneratesAndCompiles) {
@@ -47,7 +39,7 @@ TEST(RandomKernels, EveryGroupOfRandomProgramsGeneratesAndCompiles) {
     auto program = testing::make_random_program(static_cast<std::uint64_t>(seed), dtype_of(seed), at::kCPU);
     const std::string where =
         "seed " + std::to_string(seed) + ", " + c10::toString(program.dtype) + "\n" + program.description;
-    auto captured = capture_program(program);
+    auto captured = testing::capture_program(program);
     if (!captured.unsupported.empty()) {
       ADD_FAILURE() << "capture: " << captured.unsupported << "\n" << where;
       continue;
@@ -64,6 +56,26 @@ TEST(RandomKernels, EveryGroupOfRandomProgramsGeneratesAndCompiles) {
   // generators know: every group must generate (the declined reasons are printed above).
   EXPECT_EQ(tally.fusion_generated, tally.fusion_groups)
       << tally.fusion_generated << " of " << tally.fusion_groups << " fusion groups generated";
+}
+
+TEST(RandomKernels, RandomAttentionGeneratesAndCompiles) {
+  testing::KernelTally tally;
+  for (int seed = 0; seed < kAttentionPrograms; ++seed) {
+    auto program = testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype_of(seed), at::kCPU);
+    const std::string where = "seed " + std::to_string(seed) + "\n" + program.description;
+    auto captured = testing::capture_program(program);
+    if (!captured.unsupported.empty()) {
+      ADD_FAILURE() << "capture: " << captured.unsupported << "\n" << where;
+      continue;
+    }
+    testing::check_cuda_kernels(std::move(captured.graph), where, tally);
+  }
+  std::cout << "random attention kernels: " << kAttentionPrograms << " programs; " << tally.to_string();
+  // Written out or not, each program holds one attention once its rewrites ran; about half are
+  // decode-sized (at most 16 query rows per key-value head) with a head dim the kernel takes. Far
+  // fewer would mean that the fusion stopped matching or the kernel stopped accepting them.
+  EXPECT_GE(tally.attention_singles, kAttentionPrograms / 2);
+  EXPECT_GE(tally.attention_generated, kAttentionPrograms / 5);
 }
 
 }  // namespace
