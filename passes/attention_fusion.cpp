@@ -23,6 +23,10 @@ struct Match {
   std::size_t context = 0;           // the product with v, which the fused node replaces
   int q = -1, k = -1, v = -1;
   std::optional<int> mask;
+  // A constant bool mask (true: attend) taken from a masked_fill or where of the scores, and the
+  // constant it came from (whose type gives its device).
+  std::optional<at::Tensor> attend;
+  int attend_source = -1;
   double scale = 1.0;
   // Autocast's form: the softmax computes in float32 and its result is cast down to v's dtype.
   bool float32_softmax = false;
@@ -76,6 +80,13 @@ class Matcher {
           break;
         }
       }
+    } else if (auto filled = constant_fill(masked, graph_.value(scores).type.dtype)) {
+      if (only_feeds_once(filled->scores)) chain = scaled_scores(filled->scores);
+      if (chain) {
+        chain->attend = filled->attend;
+        chain->attend_source = filled->source;
+        chain->removed.push_back(node_index(masked));
+      }
     } else {
       chain = scaled_scores(scores);
     }
@@ -83,6 +94,8 @@ class Matcher {
     found.q = chain->q;
     found.k = chain->k;
     found.mask = chain->mask;
+    found.attend = chain->attend;
+    found.attend_source = chain->attend_source;
     found.scale = chain->scale;
     found.removed.insert(found.removed.end(), chain->removed.begin(), chain->removed.end());
     if (!operands_fit(found, graph_.value(scores).type)) return std::nullopt;
@@ -97,6 +110,59 @@ class Matcher {
     if (std::holds_alternative<ir::NoneArg>(dtype->value)) return true;
     const auto* code = std::get_if<std::int64_t>(&dtype->value);
     return float32_softmax && code != nullptr && static_cast<c10::ScalarType>(*code) == at::kFloat;
+  }
+
+  // Scores with a constant mask's positions filled: masked_fill(scores, masked, fill) or
+  // where(attend, scores, fill), the mask a constant bool tensor (a causal or sliding-window mask
+  // built from sizes and folded), the fill -inf or at most half the dtype's lowest (models use
+  // torch.finfo(dtype).min). Only when every query attends to at least one key: then a filled
+  // score's exp underflows to 0 beside the row's largest, exactly as the fused kernels' -inf does,
+  // and the result is eager's. A fully masked row would be NaN (-inf) or uniform (finite fill) in
+  // eager and 0 fused, so a mask with one, or one that is data, stays written out.
+  struct Filled {
+    int scores = -1;
+    at::Tensor attend;
+    int source = -1;
+  };
+  std::optional<Filled> constant_fill(const ir::Node* node, c10::ScalarType dtype) const {
+    if (node == nullptr || node->outputs.size() != 1) return std::nullopt;
+    std::optional<double> fill;
+    int mask = -1, scores = -1;
+    bool attend_where_true = false;
+    if (is_op(node, "aten::masked_fill", "Scalar")) {
+      scores = ir::tensor_arg(*node, "self");
+      mask = ir::tensor_arg(*node, "mask");
+      fill = ir::number_arg(*node, "value");
+    } else if (is_op(node, "aten::where", "self") || is_op(node, "aten::where", "ScalarOther")) {
+      scores = ir::tensor_arg(*node, "self");
+      mask = ir::tensor_arg(*node, "condition");
+      attend_where_true = true;
+      fill = node->overload == "self" ? constant_number(ir::tensor_arg(*node, "other")) : ir::number_arg(*node, "other");
+    }
+    const auto data = constant_data(mask);
+    if (scores < 0 || !fill || !data || data->scalar_type() != at::kBool || data->dim() == 0) return std::nullopt;
+    const double lowest = dtype == at::kHalf       ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
+                          : dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                                                   : static_cast<double>(std::numeric_limits<float>::lowest());
+    if (!(*fill <= lowest / 2)) return std::nullopt;  // NaN fails too
+    auto attend = attend_where_true ? *data : data->logical_not();
+    if (!attend.any(-1).all().item<bool>()) return std::nullopt;
+    return Filled{scores, attend, mask};
+  }
+
+  // The data of a constant value, if the graph holds it.
+  std::optional<at::Tensor> constant_data(int id) const {
+    if (id < 0 || graph_.value(id).role != ir::ValueRole::Constant) return std::nullopt;
+    auto it = graph_.constants.find(id);
+    if (it == graph_.constants.end() || !it->second.defined()) return std::nullopt;
+    return it->second;
+  }
+
+  // A constant of one element (a traced torch.full([], value) or scalar_tensor), as a number.
+  std::optional<double> constant_number(int id) const {
+    const auto data = constant_data(id);
+    if (!data || data->numel() != 1 || !at::isFloatingType(data->scalar_type())) return std::nullopt;
+    return data->item<double>();
   }
 
   // matmul(q, k.transpose(-2, -1)), times or divided by a number, or not.
@@ -151,6 +217,7 @@ class Matcher {
       return false;
     }
     if (k.sizes[2] != v.sizes[2] || k.sizes[3] != q.sizes[3]) return false;
+    if (m.attend) return m.attend->dim() <= 4 && broadcasts_to(m.attend->sizes().vec(), scores);
     if (!m.mask) return true;
     const auto& mask = graph_.value(*m.mask).type;
     if (!wide_or_own(mask.dtype) || mask.device != q.device || mask.rank() > 4) return false;
@@ -158,9 +225,15 @@ class Matcher {
     // swamp them as float32's lowest does in eager's float32 sum, so a fully masked row would
     // come out as the softmax of its scores instead of uniform. bfloat16 has float32's range.
     if (mask.dtype != q.dtype && q.dtype == at::kHalf) return false;
-    for (std::int64_t d = 0; d < mask.rank(); ++d) {
-      const auto size = mask.sizes[static_cast<std::size_t>(d)];
-      const auto target = scores.sizes[static_cast<std::size_t>(4 - mask.rank() + d)];
+    return broadcasts_to(mask.sizes, scores);
+  }
+
+  // A mask of `sizes` (rank at most 4) broadcasts to the scores [B, H, T, S].
+  static bool broadcasts_to(const std::vector<std::int64_t>& sizes, const ir::TensorType& scores) {
+    const auto rank = static_cast<std::int64_t>(sizes.size());
+    for (std::int64_t d = 0; d < rank; ++d) {
+      const auto size = sizes[static_cast<std::size_t>(d)];
+      const auto target = scores.sizes[static_cast<std::size_t>(4 - rank + d)];
       if (size != target && size != 1) return false;
     }
     return true;
@@ -242,6 +315,12 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
     } catch (const std::exception&) {
       return std::nullopt;
     }
+  }
+  if (m.attend) {
+    auto type = type_of(*m.attend);
+    type.device = graph.value(m.attend_source).type.device;
+    mask = result.add_value(type, ir::ValueRole::Constant);
+    result.constants[*mask] = *m.attend;
   }
   auto& context = result.nodes[m.context];
   const int out = context.outputs.front();

@@ -2,7 +2,9 @@
 //
 //   softmax(matmul(q, k.transpose(-2, -1)) * scale + mask, -1) @ v
 //
-// (the scale a mul or div by a number or absent, the additive mask optional), becomes one
+// (the scale a mul or div by a number or absent, the additive mask optional; or the scores filled
+// by masked_fill or where under a constant bool mask, a causal one built from sizes, with -inf or
+// the dtype's lowest, when every query attends to some key: that becomes a bool mask), becomes one
 // aten::scaled_dot_product_attention node, which PyTorch runs as one fused kernel (flash, cuDNN
 // or memory-efficient attention, as it chooses for the inputs) instead of two matrix products, a
 // softmax and the score matrix in memory between them.

@@ -1,6 +1,7 @@
 // Attention fusion: the attention written out by hand becomes one scaled_dot_product_attention
 // node in the forms models write it (scale as mul or div or none, additive mask on either side or
-// none, and autocast's float32 softmax between float16 or bfloat16 products), the head merge after
+// none, a constant causal mask filling the scores by masked_fill or where, and autocast's float32
+// softmax between float16 or bfloat16 products), the head merge after
 // it is typed again as a free view, and patterns whose intermediates are read elsewhere are left
 // alone. Results are checked against the unfused graph on fresh inputs.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "core/interpreter.h"
+#include "core/node_arguments.h"
 #include "core/verifier.h"
 #include "graph_builders.h"
 #include "passes/attention_fusion.h"
@@ -37,14 +39,10 @@ struct Attention {
   int scores = -1, probabilities = -1, context = -1, merged = -1;
 };
 
-// x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
-// With `autocast`, as a CUDA autocast region records it: q, k and v cast to that dtype, the
-// float32 mask promoting the scores, a float32 softmax, its result cast back for the product.
-void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at::kFloat,
-           std::optional<c10::ScalarType> autocast = std::nullopt) {
+// q, k and v made from x [B, T, H*D] and split into heads as models do (view, transpose), cast
+// first under `autocast`; a.scores = q @ k^T. Returns v.
+int scores_and_values(Attention& a, int x, std::optional<c10::ScalarType> autocast = std::nullopt) {
   auto& b = a.builder;
-  int x = b.input({kBatch, kTokens, kHeads * kDim});
-  int additive = b.input({kBatch, 1, 1, kTokens}, mask_dtype);
   auto heads = [&](int t) {
     if (autocast) t = cast(b, t, *autocast);
     int split = b.op("aten::view", "", {value("self", t), ints("size", {kBatch, kTokens, kHeads, kDim})});
@@ -55,6 +53,18 @@ void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at
   int v = heads(b.op("aten::cos", "", {value("self", x)}));
   int kt = b.op("aten::transpose", "int", {value("self", k), scalar("dim0", -2), scalar("dim1", -1)});
   a.scores = b.op("aten::matmul", "", {value("self", q), value("other", kt)});
+  return v;
+}
+
+// x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
+// With `autocast`, as a CUDA autocast region records it: q, k and v cast to that dtype, the
+// float32 mask promoting the scores, a float32 softmax, its result cast back for the product.
+void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at::kFloat,
+           std::optional<c10::ScalarType> autocast = std::nullopt) {
+  auto& b = a.builder;
+  int x = b.input({kBatch, kTokens, kHeads * kDim});
+  int additive = b.input({kBatch, 1, 1, kTokens}, mask_dtype);
+  const int v = scores_and_values(a, x, autocast);
   int scaled = a.scores;
   if (scale == Scale::Mul) scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
   if (scale == Scale::Div) scaled = b.op("aten::div", "Scalar", {value("self", a.scores), real("other", 2.8)});
@@ -175,6 +185,85 @@ TEST(AttentionFusion, AutocastsFloat32SoftmaxBecomesOneFusedNode) {
     PassReport report;
     AttentionFusion(false).run(graph, report);
     EXPECT_EQ(report.counters["fused"], 0) << c10::toString(dtype);
+  }
+}
+
+enum class Fill { MaskedFill, Where, WhereScalar };
+
+// As build's, with the scaled scores filled where a bool mask says, as causal models write it:
+// masked_fill(scores, masked, fill) or where(~masked, scores, fill), the mask a constant (a causal
+// mask built from sizes and folded) or, with `mask_is_input`, an input.
+ir::Graph build_filled(Attention& a, Fill form, const at::Tensor& masked, double fill, bool mask_is_input = false) {
+  auto& b = a.builder;
+  int x = b.input({kBatch, kTokens, kHeads * kDim});
+  int mask = mask_is_input ? b.input(masked.sizes().vec(), at::kBool)
+                           : b.constant(form == Fill::MaskedFill ? masked : masked.logical_not());
+  const int v = scores_and_values(a, x);
+  int scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
+  int filled = -1;
+  if (form == Fill::MaskedFill) {
+    filled = b.op("aten::masked_fill", "Scalar", {value("self", scaled), value("mask", mask), real("value", fill)});
+  } else if (form == Fill::Where) {
+    filled = b.op("aten::where", "self",
+                  {value("condition", mask), value("self", scaled), value("other", b.constant(at::scalar_tensor(fill)))});
+  } else {
+    filled = b.op("aten::where", "ScalarOther", {value("condition", mask), value("self", scaled), real("other", fill)});
+  }
+  a.probabilities = b.op("aten::softmax", "int", {value("self", filled), scalar("dim", -1), none("dtype")});
+  a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
+  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
+  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+  return b.finish({a.merged});
+}
+
+// Key j hidden from query i when j > i.
+at::Tensor causal_masked() { return at::ones({kTokens, kTokens}, at::TensorOptions().dtype(at::kBool)).triu(1); }
+
+TEST(AttentionFusion, ConstantCausalFillsBecomeABoolMask) {
+  const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
+  for (auto form : {Fill::MaskedFill, Fill::Where, Fill::WhereScalar}) {
+    for (double fill : {-std::numeric_limits<double>::infinity(), lowest}) {
+      SCOPED_TRACE(::testing::Message() << "form " << static_cast<int>(form) << ", fill " << fill);
+      Attention a;
+      const auto before = build_filled(a, form, causal_masked(), fill);
+      const auto graph = fused_once(before);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::masked_fill") + testing::count_nodes(graph, "aten::where"), 0);
+      EXPECT_NO_THROW(ir::verify(graph));
+      // The fused node reads a constant bool mask that is true where a query attends.
+      const auto& fused = graph.nodes[graph.nodes.size() - 3];
+      ASSERT_EQ(fused.op, "aten::scaled_dot_product_attention");
+      const int mask = ir::tensor_arg(fused, "attn_mask");
+      ASSERT_GE(mask, 0);
+      EXPECT_EQ(graph.value(mask).role, ir::ValueRole::Constant);
+      EXPECT_TRUE(at::equal(graph.constants.at(mask), causal_masked().logical_not()));
+      expect_same_results(before, graph, a.builder.example_inputs());
+    }
+  }
+}
+
+// A fill that would not vanish beside every row's largest score, a constant mask that hides every
+// key from some query (eager: NaN or a uniform row; fused: 0), and a mask that is data (which rows
+// it hides is unknown) all stay written out.
+TEST(AttentionFusion, LeavesFillsThatCouldChangeAResult) {
+  auto blind = causal_masked();
+  blind.select(0, 2).fill_(true);  // query 2 sees no key
+  struct Case {
+    const char* name;
+    at::Tensor masked;
+    double fill;
+    bool mask_is_input;
+  } cases[] = {{"fill -1e4", causal_masked(), -1e4, false},
+               {"a fully masked query", blind, -std::numeric_limits<double>::infinity(), false},
+               {"a mask that is an input", causal_masked(), -std::numeric_limits<double>::infinity(), true}};
+  for (const auto& c : cases) {
+    for (auto form : {Fill::MaskedFill, Fill::Where}) {
+      Attention a;
+      auto graph = build_filled(a, form, c.masked, c.fill, c.mask_is_input);
+      PassReport report;
+      AttentionFusion(false).run(graph, report);
+      EXPECT_EQ(report.counters["fused"], 0) << c.name << ", form " << static_cast<int>(form);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 1) << c.name;
+    }
   }
 }
 
