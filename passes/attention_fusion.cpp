@@ -316,11 +316,19 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
       return std::nullopt;
     }
   }
-  if (m.attend) {
-    auto type = type_of(*m.attend);
-    type.device = graph.value(m.attend_source).type.device;
-    mask = result.add_value(type, ir::ValueRole::Constant);
-    result.constants[*mask] = *m.attend;
+  // A constant mask that hides nothing is none; one that is PyTorch's causal mask (query i sees
+  // keys 0 to i) is is_causal, which the flash kernel takes and a bool mask it does not.
+  bool causal = false;
+  if (m.attend && !m.attend->all().item<bool>()) {
+    const auto rows = graph.value(m.q).type.sizes[2], keys = graph.value(m.k).type.sizes[2];
+    const auto top_left = at::ones({rows, keys}, m.attend->options()).tril();
+    causal = m.attend->eq(top_left).all().item<bool>();
+    if (!causal) {
+      auto type = type_of(*m.attend);
+      type.device = graph.value(m.attend_source).type.device;
+      mask = result.add_value(type, ir::ValueRole::Constant);
+      result.constants[*mask] = *m.attend;
+    }
   }
   auto& context = result.nodes[m.context];
   const int out = context.outputs.front();
@@ -331,7 +339,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
                 {"value", ir::ValueRef{m.v}},
                 {"attn_mask", mask ? ir::ArgValue{ir::ValueRef{*mask}} : ir::ArgValue{ir::NoneArg{}}},
                 {"dropout_p", 0.0},
-                {"is_causal", false},
+                {"is_causal", causal},
                 {"scale", m.scale},
                 {"enable_gqa", false}};
   fused.outputs = {out};

@@ -4,7 +4,8 @@
 //
 // (the scale a mul or div by a number or absent, the additive mask optional; or the scores filled
 // by masked_fill or where under a constant bool mask, a causal one built from sizes, with -inf or
-// the dtype's lowest, when every query attends to some key: that becomes a bool mask), becomes one
+// the dtype's lowest, when every query attends to some key: that becomes is_causal when it is
+// PyTorch's causal mask, no mask when it hides nothing, else a constant bool mask), becomes one
 // aten::scaled_dot_product_attention node, which PyTorch runs as one fused kernel (flash, cuDNN
 // or memory-efficient attention, as it chooses for the inputs) instead of two matrix products, a
 // softmax and the score matrix in memory between them.

@@ -219,24 +219,42 @@ ir::Graph build_filled(Attention& a, Fill form, const at::Tensor& masked, double
 // Key j hidden from query i when j > i.
 at::Tensor causal_masked() { return at::ones({kTokens, kTokens}, at::TensorOptions().dtype(at::kBool)).triu(1); }
 
-TEST(AttentionFusion, ConstantCausalFillsBecomeABoolMask) {
+// Fills under a constant mask: PyTorch's causal mask becomes is_causal, another mask (a sliding
+// window: query i sees keys i - 2 to i) a constant bool mask, one that hides nothing no mask.
+TEST(AttentionFusion, ConstantFillsBecomeIsCausalABoolMaskOrNone) {
   const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
-  for (auto form : {Fill::MaskedFill, Fill::Where, Fill::WhereScalar}) {
-    for (double fill : {-std::numeric_limits<double>::infinity(), lowest}) {
-      SCOPED_TRACE(::testing::Message() << "form " << static_cast<int>(form) << ", fill " << fill);
-      Attention a;
-      const auto before = build_filled(a, form, causal_masked(), fill);
-      const auto graph = fused_once(before);
-      EXPECT_EQ(testing::count_nodes(graph, "aten::masked_fill") + testing::count_nodes(graph, "aten::where"), 0);
-      EXPECT_NO_THROW(ir::verify(graph));
-      // The fused node reads a constant bool mask that is true where a query attends.
-      const auto& fused = graph.nodes[graph.nodes.size() - 3];
-      ASSERT_EQ(fused.op, "aten::scaled_dot_product_attention");
-      const int mask = ir::tensor_arg(fused, "attn_mask");
-      ASSERT_GE(mask, 0);
-      EXPECT_EQ(graph.value(mask).role, ir::ValueRole::Constant);
-      EXPECT_TRUE(at::equal(graph.constants.at(mask), causal_masked().logical_not()));
-      expect_same_results(before, graph, a.builder.example_inputs());
+  const auto all = at::ones({kTokens, kTokens}, at::TensorOptions().dtype(at::kBool));
+  struct Case {
+    const char* name;
+    at::Tensor masked;
+    bool causal;
+    bool has_mask;
+  } cases[] = {{"causal", causal_masked(), true, false},
+               {"sliding window", at::logical_or(causal_masked(), all.tril(-3)), false, true},
+               {"nothing hidden", all.logical_not(), false, false}};
+  for (const auto& c : cases) {
+    for (auto form : {Fill::MaskedFill, Fill::Where, Fill::WhereScalar}) {
+      for (double fill : {-std::numeric_limits<double>::infinity(), lowest}) {
+        SCOPED_TRACE(::testing::Message() << c.name << ", form " << static_cast<int>(form) << ", fill " << fill);
+        Attention a;
+        const auto before = build_filled(a, form, c.masked, fill);
+        const auto graph = fused_once(before);
+        EXPECT_EQ(testing::count_nodes(graph, "aten::masked_fill") + testing::count_nodes(graph, "aten::where"), 0);
+        EXPECT_NO_THROW(ir::verify(graph));
+        const auto& fused = graph.nodes[graph.nodes.size() - 3];
+        ASSERT_EQ(fused.op, "aten::scaled_dot_product_attention");
+        EXPECT_EQ(ir::flag_arg(fused, "is_causal"), c.causal);
+        const int mask = ir::tensor_arg(fused, "attn_mask");
+        if (c.has_mask) {
+          // A constant bool mask, true where a query attends.
+          ASSERT_GE(mask, 0);
+          EXPECT_EQ(graph.value(mask).role, ir::ValueRole::Constant);
+          EXPECT_TRUE(at::equal(graph.constants.at(mask), c.masked.logical_not()));
+        } else {
+          EXPECT_LT(mask, 0);
+        }
+        expect_same_results(before, graph, a.builder.example_inputs());
+      }
     }
   }
 }
