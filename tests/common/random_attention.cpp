@@ -10,6 +10,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "common/seeded_draws.h"
+
 namespace zenith::testing {
 namespace {
 
@@ -76,9 +78,10 @@ std::string shape_text(const Shape& shape) {
   return text + "]";
 }
 
-class SpecDraw {
+class SpecDraw : SeededDraws {
  public:
-  explicit SpecDraw(std::uint64_t seed) : rng_(seed) {}
+  using SeededDraws::next;
+  explicit SpecDraw(std::mt19937_64& rng) : SeededDraws(rng) {}
 
   Spec draw(c10::ScalarType dtype) {
     Spec s;
@@ -122,17 +125,7 @@ class SpecDraw {
     return s;
   }
 
-  std::uint64_t next() { return rng_(); }
-
  private:
-  // Draws without std's distributions, whose output differs between standard libraries.
-  std::uint64_t below(std::uint64_t n) { return rng_() % n; }
-  bool chance(double p) { return static_cast<double>(rng_() >> 11) * 0x1.0p-53 < p; }
-  template <typename T>
-  T pick(std::initializer_list<T> items) {
-    return *(items.begin() + below(items.size()));
-  }
-
   // The shapes models give masks: per batch and query row ([B, 1, T, S]), shared by the batch,
   // padding only ([B, 1, 1, S]), per head (a bias: [1, H, T, S]), or [T, S].
   Shape mask_shape(const Spec& s) {
@@ -143,8 +136,6 @@ class SpecDraw {
                         {s.batch, s.heads, s.rows, s.keys},
                         {s.rows, s.keys}});
   }
-
-  std::mt19937_64 rng_;
 };
 
 at::Tensor split_heads(const at::Tensor& x, std::int64_t heads, std::int64_t dim) {
@@ -315,7 +306,8 @@ std::string describe(const Spec& s, std::uint64_t seed) {
 }  // namespace
 
 RandomProgram make_random_attention(std::uint64_t seed, c10::ScalarType dtype, c10::Device device) {
-  SpecDraw choices(seed);
+  std::mt19937_64 rng(seed);
+  SpecDraw choices(rng);
   const Spec spec = choices.draw(dtype);
   RandomProgram program;
   program.seed = seed;

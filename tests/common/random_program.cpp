@@ -10,6 +10,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "common/seeded_draws.h"
 #include "common_relative_error.h"
 
 namespace zenith::testing {
@@ -120,10 +121,10 @@ const char* layout_text(Layout layout) {
   }
 }
 
-class ProgramBuilder {
+class ProgramBuilder : SeededDraws {
  public:
   ProgramBuilder(std::mt19937_64& rng, std::uint64_t seed, c10::ScalarType dtype)
-      : rng_(rng), seed_(seed), dtype_(dtype) {}
+      : SeededDraws(rng), rng_(rng), seed_(seed), dtype_(dtype) {}
 
   /// A draft: the program with its inputs on the CPU, and the recipe of its device inputs.
   RandomProgram build() {
@@ -155,15 +156,6 @@ class ProgramBuilder {
   }
 
  private:
-  // Draws without std's distributions, whose output differs between standard libraries.
-  std::uint64_t below(std::uint64_t n) { return rng_() % n; }
-  double unit() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
-  bool chance(double p) { return unit() < p; }
-  template <typename T>
-  T pick(std::initializer_list<T> items) {
-    return *(items.begin() + below(items.size()));
-  }
-
   // Rank 1 to 4 of at most 16384 elements, with sizes of 1 and odd sizes among them; row lengths
   // from 1 to 512, crossing a warp, a vector width and a block.
   Shape choose_shape() {
@@ -911,7 +903,8 @@ std::string ill_conditioned(const RandomProgram& program, const std::vector<at::
   return "";
 }
 
-// The same, for every draw of the program's inputs.
+}  // namespace
+
 std::string ill_conditioned(const RandomProgram& program) {
   auto why = ill_conditioned(program, program.inputs);
   for (std::size_t draw = 0; why.empty() && draw < program.fresh_inputs.size(); ++draw) {
@@ -920,8 +913,6 @@ std::string ill_conditioned(const RandomProgram& program) {
   }
   return why;
 }
-
-}  // namespace
 
 RandomProgram make_random_program(std::uint64_t seed, c10::ScalarType dtype, c10::Device device) {
   std::mt19937_64 rng(seed);

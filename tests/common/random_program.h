@@ -54,4 +54,9 @@ constexpr std::size_t kMaxRandomProgramInputs = 8;
 /// before being converted to `dtype` and moved to `device`.
 RandomProgram make_random_program(std::uint64_t seed, c10::ScalarType dtype, c10::Device device);
 
+/// Why eager in `program.dtype` is farther from float64 than the bound above (on the CPU, on some
+/// draw of the inputs, which must be on the CPU), or empty. Other generators keep their programs
+/// to the same bound with it.
+std::string ill_conditioned(const RandomProgram& program);
+
 }  // namespace zenith::testing

@@ -1,6 +1,8 @@
 // Seeded random programs of fusible ops (tests/common/random_program.h), compiled with fallback
 // off and run on the GPU against eager: shapes, broadcasts, layouts, DAGs with shared values and
 // several outputs, and row reductions with prologues and epilogues that nobody wrote by hand.
+// Likewise seeded attention (random_attention.h) and convolution blocks (random_convolution.h),
+// with their own tolerances below.
 // Each program is called on three draws of its inputs (one signature): the capture, then the plan
 // on fresh values, every call against eager on the same values.
 // Labelled `gpu`. Built a second time with ZENITH_RANDOM_PROGRAMS_ON_CPU as a CPU test for CI:
@@ -27,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -36,6 +39,7 @@
 #include <torch/torch.h>
 
 #include "common/random_attention.h"
+#include "common/random_convolution.h"
 #include "common/random_program.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
@@ -145,13 +149,16 @@ std::int64_t count(const std::map<std::string, std::int64_t>& counts, const std:
   return it == counts.end() ? 0 : it->second;
 }
 
-// Groups the fusion pass proposed for this signature.
-std::int64_t fused_groups(const CompileReport& report) {
+// A pass's counter in a compile report (0 when the pass did not run or count it).
+std::int64_t pass_counter(const CompileReport& report, const std::string& pass_name, const std::string& counter) {
   for (const auto& pass : report.passes) {
-    if (pass.name == "fuse_elementwise") return count(pass.counters, "groups");
+    if (pass.name == pass_name) return count(pass.counters, counter);
   }
   return 0;
 }
+
+// Groups the fusion pass proposed for this signature.
+std::int64_t fused_groups(const CompileReport& report) { return pass_counter(report, "fuse_elementwise", "groups"); }
 
 TEST(RandomFusion, SeededProgramsMatchEager) {
   if (kDevice.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
@@ -220,14 +227,6 @@ TEST(RandomFusion, SeededProgramsMatchEager) {
   EXPECT_GE(programs_fused, kPrograms / 2);
 }
 
-// Attention pass counters summed over programs: how many rewrites the comparisons covered.
-std::int64_t pass_counter(const CompileReport& report, const std::string& pass_name, const std::string& counter) {
-  for (const auto& pass : report.passes) {
-    if (pass.name == pass_name) return count(pass.counters, counter);
-  }
-  return 0;
-}
-
 // Tolerances for attention, as max |zenith - eager| / max |eager|. The generator keeps logits of
 // the order of 1 to 4 (tests/common/random_attention.h), so a probability moves by about the
 // rounding of its logit:
@@ -240,6 +239,55 @@ double attention_tolerance(c10::ScalarType dtype) {
   return dtype == at::kHalf ? 1e-2 : dtype == at::kBFloat16 ? 5e-2 : 1e-4;
 }
 
+// What one family of seeded programs came to: failures, and per tally (a question about a
+// program's compile report) how many programs it held for.
+struct FamilyRun {
+  int failures = 0;
+  std::map<std::string, int> programs;
+};
+
+using Tally = std::pair<std::string, std::function<bool(const CompileReport&)>>;
+
+// Each seed's program of `make` compiled with fallback off, called on every draw of its inputs
+// (one capture, then the plan), every call compared with eager within `tolerance`; a summary line
+// naming `family` and each tally, and each dtype's largest error.
+FamilyRun run_family(const char* family, int programs, const std::function<RandomProgram(int)>& make,
+                     const std::function<double(const RandomProgram&)>& tolerance, const std::vector<Tally>& tallies) {
+  FamilyRun result;
+  std::map<std::string, double> worst;  // dtype -> largest error / tolerance
+  for (int seed = 0; seed < programs; ++seed) {
+    const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype_of(seed)) + "\n";
+    RandomProgram program;
+    CompiledRun got;
+    try {
+      program = make(seed);
+      got = run_with_arity(program);
+    } catch (const std::exception& error) {
+      ++result.failures;
+      ADD_FAILURE() << where << program.description << error.what();
+      continue;
+    }
+    const auto draws = draws_of(program);
+    std::string problems;
+    for (std::size_t call = 0; call < draws.size(); ++call) {
+      auto differences = compare_call(got.outputs[call], program.run(draws[call]), tolerance(program),
+                                      worst[c10::toString(program.dtype)]);
+      if (!differences.empty()) problems += "call " + std::to_string(call) + ":\n" + differences;
+    }
+    if (got.stats.misses != 1) problems += "expected one capture, got " + std::to_string(got.stats.misses) + "\n";
+    for (const auto& [name, holds] : tallies) result.programs[name] += holds(got.report);
+    if (!problems.empty()) {
+      ++result.failures;
+      ADD_FAILURE() << where << problems << program.description << got.report.to_string();
+    }
+  }
+  std::printf("%s: %d programs run, %d failures;", family, programs, result.failures);
+  for (const auto& [name, count] : result.programs) std::printf(" %s: %d;", name.c_str(), count);
+  std::printf("\n");
+  for (const auto& [dtype, ratio] : worst) std::printf("  %s: largest error %.3f of the tolerance\n", dtype.c_str(), ratio);
+  return result;
+}
+
 constexpr int kAttentionPrograms = 150;
 
 // Seeded attention in the forms models write it (tests/common/random_attention.h): on CUDA the
@@ -249,48 +297,53 @@ constexpr int kAttentionPrograms = 150;
 TEST(RandomFusion, SeededAttentionMatchesEager) {
   if (kDevice.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::NoGradGuard no_grad;
-  int failures = 0, programs_fused = 0, programs_ungrouped = 0, programs_on_jit = 0;
-  std::map<std::string, double> worst;  // dtype -> largest error / tolerance
-  for (int seed = 0; seed < kAttentionPrograms; ++seed) {
-    const auto dtype = dtype_of(seed);
-    const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype) + "\n";
-    RandomProgram program;
-    CompiledRun got;
-    try {
-      program = testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype, kDevice);
-      got = run_with_arity(program);
-    } catch (const std::exception& error) {
-      ++failures;
-      ADD_FAILURE() << where << program.description << error.what();
-      continue;
-    }
-    const auto draws = draws_of(program);
-    std::string problems;
-    for (std::size_t call = 0; call < draws.size(); ++call) {
-      auto differences = compare_call(got.outputs[call], program.run(draws[call]), attention_tolerance(dtype),
-                                      worst[c10::toString(dtype)]);
-      if (!differences.empty()) problems += "call " + std::to_string(call) + ":\n" + differences;
-    }
-    if (got.stats.misses != 1) problems += "expected one capture, got " + std::to_string(got.stats.misses) + "\n";
-    programs_fused += pass_counter(got.report, "fuse_attention", "fused") > 0;
-    programs_ungrouped += pass_counter(got.report, "grouped_query_attention", "ungrouped") > 0;
-    programs_on_jit += count(got.report.nodes_per_backend, kBackend) > 0;
-    if (!problems.empty()) {
-      ++failures;
-      ADD_FAILURE() << where << problems << program.description << got.report.to_string();
-    }
-  }
-  std::printf("random attention: %d programs run, %d fused from the written-out form, %d reading repeated "
-              "key-value heads as they are, %d with nodes on %s; %d failures\n",
-              kAttentionPrograms, programs_fused, programs_ungrouped, programs_on_jit, kBackend, failures);
-  for (const auto& [dtype, ratio] : worst)
-    std::printf("  %s: largest error %.3f of the tolerance\n", dtype.c_str(), ratio);
+  const auto run = run_family(
+      "random attention", kAttentionPrograms,
+      [](int seed) { return testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype_of(seed), kDevice); },
+      [](const RandomProgram& program) { return attention_tolerance(program.dtype); },
+      {{"fused from the written-out form",
+        [](const CompileReport& r) { return pass_counter(r, "fuse_attention", "fused") > 0; }},
+       {"reading repeated key-value heads as they are",
+        [](const CompileReport& r) { return pass_counter(r, "grouped_query_attention", "ungrouped") > 0; }},
+       {"with nodes on the backend under test",
+        [](const CompileReport& r) { return count(r.nodes_per_backend, kBackend) > 0; }}});
+  EXPECT_EQ(run.failures, 0);
   // The rewrites run on CUDA only: there, fewer would mean a pass stopped matching the forms
   // models write and the comparisons above checked little of it.
   if (kDevice.is_cuda()) {
-    EXPECT_GE(programs_fused, kAttentionPrograms / 10);
-    EXPECT_GE(programs_ungrouped, kAttentionPrograms / 20);
-    EXPECT_GE(programs_on_jit, kAttentionPrograms / 4);
+    EXPECT_GE(run.programs.at("fused from the written-out form"), kAttentionPrograms / 10);
+    EXPECT_GE(run.programs.at("reading repeated key-value heads as they are"), kAttentionPrograms / 20);
+    EXPECT_GE(run.programs.at("with nodes on the backend under test"), kAttentionPrograms / 4);
+  }
+}
+
+constexpr int kConvolutionPrograms = 120;
+
+// Seeded convolution blocks (tests/common/random_convolution.h): on CUDA the convolutions run
+// channels-last where the result allows, batch norms become arithmetic, and what follows a
+// convolution fuses; on the CPU the same programs check capture and replay with fresh weights and
+// statistics. TF32 is off for the test, in eager and in Zenith alike (both follow PyTorch's
+// flags): otherwise a channels-last convolution and an NCHW one would round their inputs to TF32
+// in different algorithms, and float32 would be compared at TF32's precision.
+TEST(RandomFusion, SeededConvolutionsMatchEager) {
+  if (kDevice.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  auto& context = at::globalContext();
+  const bool tf32 = context.allowTF32CuDNN();
+  context.setAllowTF32CuDNN(false);
+  const auto run = run_family(
+      "random convolutions", kConvolutionPrograms,
+      [](int seed) { return testing::make_random_convolution(static_cast<std::uint64_t>(seed), dtype_of(seed), kDevice); },
+      tolerance,
+      {{"with batch norms as arithmetic",
+        [](const CompileReport& r) { return pass_counter(r, "decompose_batch_norm", "decomposed") > 0; }},
+       {"with nodes on the backend under test",
+        [](const CompileReport& r) { return count(r.nodes_per_backend, kBackend) > 0; }}});
+  context.setAllowTF32CuDNN(tf32);
+  EXPECT_EQ(run.failures, 0);
+  if (kDevice.is_cuda()) {
+    EXPECT_GE(run.programs.at("with batch norms as arithmetic"), kConvolutionPrograms / 2);
+    EXPECT_GE(run.programs.at("with nodes on the backend under test"), kConvolutionPrograms / 2);
   }
 }
 

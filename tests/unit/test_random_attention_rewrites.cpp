@@ -20,10 +20,8 @@
 
 #include <ATen/ATen.h>
 
-#include "common/program_capture.h"
+#include "common/program_checks.h"
 #include "common/random_attention.h"
-#include "common_relative_error.h"
-#include "core/interpreter.h"
 #include "core/printer.h"
 #include "core/verifier.h"
 #include "passes/attention_fusion.h"
@@ -39,7 +37,6 @@ namespace zenith::passes {
 namespace {
 
 using testing::RandomProgram;
-using testing::relative_error;
 
 constexpr int kPrograms = 150;
 
@@ -97,22 +94,7 @@ TEST(RandomAttentionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
       programs_fused += counts.fused > 0;
       programs_ungrouped += counts.ungrouped > 0;
       ir::verify(graph);
-      std::vector<std::vector<at::Tensor>> draws = {program.inputs};
-      draws.insert(draws.end(), program.fresh_inputs.begin(), program.fresh_inputs.end());
-      for (std::size_t call = 0; call < draws.size(); ++call) {
-        const auto got = ir::interpret(graph, draws[call]);
-        const auto want = program.run(draws[call]);
-        if (got.size() != want.size() || got[0].sizes() != want[0].sizes()) {
-          problems += "draw " + std::to_string(call) + ": the outputs' count or sizes differ from eager\n";
-          continue;
-        }
-        const double error = relative_error(got[0].to(at::kFloat), want[0].to(at::kFloat));
-        worst = std::max(worst, error / tolerance(dtype));
-        if (!(error <= tolerance(dtype))) {
-          problems += "draw " + std::to_string(call) + ": error " + std::to_string(error) + " > tolerance " +
-                      std::to_string(tolerance(dtype)) + "\n";
-        }
-      }
+      problems += testing::differences_on_every_draw(graph, program, tolerance(dtype), worst);
     } catch (const std::exception& error) {
       problems += std::string(error.what()) + "\n";
     }

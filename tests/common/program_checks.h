@@ -1,0 +1,26 @@
+// A random program (tests/common/random_program.h, random_attention.h, random_convolution.h) on the
+// IR, for the tests that check passes and code generators without a plan: captured as
+// zenith::compile captures a callable, and a rewritten graph of it run by the reference
+// interpreter on every draw of its inputs against eager on the same draw.
+#pragma once
+
+#include <string>
+
+#include "capture/tracer_capture.h"
+#include "common/random_program.h"
+#include "core/graph.h"
+
+namespace zenith::testing {
+
+/// The capture of `program` on its `inputs`: one traced eager run, converted to the IR;
+/// `unsupported` says why the trace is not IR, if so.
+capture::Capture capture_program(const RandomProgram& program);
+
+/// `graph` (a capture of `program`, rewritten) interpreted on `inputs` and every fresh draw,
+/// each output compared with eager's on the same draw: sizes and strides equal, max |graph -
+/// eager| / max |eager| within `tolerance`. Returns what differed, one line per draw, or empty;
+/// `worst` keeps the largest error / tolerance seen.
+std::string differences_on_every_draw(const ir::Graph& graph, const RandomProgram& program, double tolerance,
+                                      double& worst);
+
+}  // namespace zenith::testing
