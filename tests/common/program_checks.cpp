@@ -5,6 +5,8 @@
 
 #include "common_relative_error.h"
 #include "core/interpreter.h"
+#include "core/printer.h"
+#include "core/verifier.h"
 
 namespace zenith::testing {
 
@@ -48,6 +50,23 @@ std::string differences_on_every_draw(const ir::Graph& graph, const RandomProgra
     }
   }
   return problems;
+}
+
+std::string rewritten_differences(const RandomProgram& program, const std::function<void(ir::Graph&)>& rewrite,
+                                  double tolerance, double& worst) {
+  std::string problems;
+  ir::Graph graph;
+  try {
+    auto captured = capture_program(program);
+    if (!captured.unsupported.empty()) return "capture: " + captured.unsupported + "\n" + program.description;
+    graph = std::move(captured.graph);
+    rewrite(graph);
+    ir::verify(graph);
+    problems = differences_on_every_draw(graph, program, tolerance, worst);
+  } catch (const std::exception& error) {
+    problems = std::string(error.what()) + "\n";
+  }
+  return problems.empty() ? problems : problems + program.description + ir::to_text(graph);
 }
 
 }  // namespace zenith::testing

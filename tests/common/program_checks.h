@@ -4,6 +4,7 @@
 // interpreter on every draw of its inputs against eager on the same draw.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "capture/tracer_capture.h"
@@ -22,5 +23,12 @@ capture::Capture capture_program(const RandomProgram& program);
 /// `worst` keeps the largest error / tolerance seen.
 std::string differences_on_every_draw(const ir::Graph& graph, const RandomProgram& program, double tolerance,
                                       double& worst);
+
+/// One program of a rewrite test: captured, `rewrite` run on the graph, the graph verified, then
+/// compared as differences_on_every_draw does. Returns what failed (the capture's reason, an
+/// exception, the differences), followed by the program's description and the rewritten graph; or
+/// empty.
+std::string rewritten_differences(const RandomProgram& program, const std::function<void(ir::Graph&)>& rewrite,
+                                  double tolerance, double& worst);
 
 }  // namespace zenith::testing

@@ -309,20 +309,17 @@ RandomProgram make_random_attention(std::uint64_t seed, c10::ScalarType dtype, c
   std::mt19937_64 rng(seed);
   SpecDraw choices(rng);
   const Spec spec = choices.draw(dtype);
-  RandomProgram program;
-  program.seed = seed;
-  program.dtype = dtype;
-  program.has_reduction = true;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(choices.next());
-  for (std::size_t draw = 0; draw <= kFreshInputDraws; ++draw) {
-    std::vector<at::Tensor> inputs;
-    for (const auto& input : draw_inputs(spec, generator, draw)) inputs.push_back(input.to(device));
-    if (draw == 0) program.inputs = std::move(inputs);
-    else program.fresh_inputs.push_back(std::move(inputs));
-  }
-  program.run = [spec](const std::vector<at::Tensor>& args) { return attend(spec, args); };
-  program.description = describe(spec, seed);
-  return program;
+  std::uint64_t draw = 0;  // the blind row moves from draw to draw
+  return program_of_draws(
+      seed, dtype,
+      [&] {
+        std::vector<at::Tensor> inputs;
+        for (const auto& input : draw_inputs(spec, generator, draw)) inputs.push_back(input.to(device));
+        ++draw;
+        return inputs;
+      },
+      [spec](const std::vector<at::Tensor>& args) { return attend(spec, args); }, describe(spec, seed));
 }
 
 }  // namespace zenith::testing

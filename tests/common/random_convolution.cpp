@@ -224,33 +224,22 @@ std::string describe(const Spec& s, std::uint64_t seed, int redraws) {
 
 RandomProgram make_random_convolution(std::uint64_t seed, c10::ScalarType dtype, c10::Device device) {
   std::mt19937_64 rng(seed);
-  std::string rejected;
-  for (int redraw = 0; redraw < 32; ++redraw) {
+  auto draft = [&](int redraw) {
     SpecDraw choices(rng);
     const Spec spec = choices.draw(dtype);
     auto generator = at::make_generator<at::CPUGeneratorImpl>(choices.next());
-    RandomProgram program;
-    program.seed = seed;
-    program.dtype = dtype;
-    program.has_reduction = true;
-    program.inputs = draw_inputs(spec, generator);
-    for (std::size_t draw = 0; draw < kFreshInputDraws; ++draw) program.fresh_inputs.push_back(draw_inputs(spec, generator));
-    program.run = [spec](const std::vector<at::Tensor>& args) { return run_spec(spec, args); };
-    program.description = describe(spec, seed, redraw);
-    const auto why = ill_conditioned(program);
-    if (!why.empty()) {
-      rejected += "\n  draw " + std::to_string(redraw) + ": " + why;
-      continue;
-    }
-    // `to` keeps a channels-last input's strides.
+    return program_of_draws(
+        seed, dtype, [&] { return draw_inputs(spec, generator); },
+        [spec](const std::vector<at::Tensor>& args) { return run_spec(spec, args); }, describe(spec, seed, redraw));
+  };
+  // `to` keeps a channels-last input's strides.
+  auto place = [&](RandomProgram& program) {
     for (auto& input : program.inputs) input = input.to(device);
     for (auto& inputs : program.fresh_inputs) {
       for (auto& input : inputs) input = input.to(device);
     }
-    return program;
-  }
-  throw std::runtime_error("make_random_convolution: no well-conditioned program for seed " + std::to_string(seed) +
-                           rejected);
+  };
+  return first_well_conditioned("make_random_convolution", seed, draft, place);
 }
 
 }  // namespace zenith::testing

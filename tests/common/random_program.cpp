@@ -914,6 +914,44 @@ std::string ill_conditioned(const RandomProgram& program) {
   return why;
 }
 
+RandomProgram first_well_conditioned(const char* generator, std::uint64_t seed,
+                                     const std::function<RandomProgram(int)>& draft,
+                                     const std::function<void(RandomProgram&)>& place) {
+  std::string rejected;
+  for (int redraw = 0; redraw < 32; ++redraw) {
+    auto program = draft(redraw);
+    const auto why = ill_conditioned(program);
+    if (!why.empty()) {
+      rejected += "\n  draw " + std::to_string(redraw) + ": " + why;
+      continue;
+    }
+    place(program);
+    return program;
+  }
+  throw std::runtime_error(std::string(generator) + ": no well-conditioned program for seed " + std::to_string(seed) +
+                           rejected);
+}
+
+RandomProgram program_of_draws(std::uint64_t seed, c10::ScalarType dtype,
+                               const std::function<std::vector<at::Tensor>()>& draw,
+                               std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> run,
+                               std::string description) {
+  RandomProgram program;
+  program.seed = seed;
+  program.dtype = dtype;
+  program.has_reduction = true;
+  program.inputs = draw();
+  for (std::size_t k = 0; k < kFreshInputDraws; ++k) program.fresh_inputs.push_back(draw());
+  program.run = std::move(run);
+  program.description = std::move(description);
+  return program;
+}
+
+c10::ScalarType dtype_for_seed(int seed) {
+  const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
+  return dtypes[seed % 3];
+}
+
 RandomProgram make_random_program(std::uint64_t seed, c10::ScalarType dtype, c10::Device device) {
   std::mt19937_64 rng(seed);
   std::string rejected;

@@ -59,4 +59,23 @@ RandomProgram make_random_program(std::uint64_t seed, c10::ScalarType dtype, c10
 /// to the same bound with it.
 std::string ill_conditioned(const RandomProgram& program);
 
+/// For the other generators: the first of up to 32 drafts (`draft(redraw)`, a program with its
+/// inputs on the CPU, each drawing on from the seed's one stream) that is not ill_conditioned,
+/// handed to `place` to move its inputs to the device. Throws, naming `generator`, the seed and
+/// each draft's reason, when none is.
+RandomProgram first_well_conditioned(const char* generator, std::uint64_t seed,
+                                     const std::function<RandomProgram(int)>& draft,
+                                     const std::function<void(RandomProgram&)>& place);
+
+/// For the other generators: a program of `dtype` for `seed` (has_reduction set) whose inputs
+/// and each of its kFreshInputDraws fresh draws are `draw()`, in that order, running `run`.
+RandomProgram program_of_draws(std::uint64_t seed, c10::ScalarType dtype,
+                               const std::function<std::vector<at::Tensor>()>& draw,
+                               std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> run,
+                               std::string description);
+
+/// The dtype the random-program tests give seed `seed` (float32, float16, bfloat16 in turn), so
+/// that seed N is the same program in every suite.
+c10::ScalarType dtype_for_seed(int seed);
+
 }  // namespace zenith::testing

@@ -4,7 +4,8 @@
 // way partitioning cuts them; every group gets a kernel or a reason, and every kernel compiles
 // with NVRTC for sm_90. The same for random attention (tests/common/random_attention.h): its
 // rewrites run as they would on CUDA, and every decode-sized attention gets the attention kernel;
-// and for random convolution blocks (tests/common/random_convolution.h).
+// and for random convolution blocks and projections (tests/common/random_convolution.h,
+// random_projection.h).
 // Numerics are checked on the GPU (tests/gpu/test_random_fusion.cpp).
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include "common/program_checks.h"
 #include "common/random_attention.h"
 #include "common/random_convolution.h"
+#include "common/random_projection.h"
 #include "common/random_program.h"
 
 namespace zenith::cuda {
@@ -28,12 +30,7 @@ namespace {
 constexpr int kPrograms = 200;
 constexpr int kAttentionPrograms = 150;    // as many as the GPU test runs
 constexpr int kConvolutionPrograms = 120;  // likewise
-
-// The same spread over dtypes as the GPU test, so that seed N is the same program in both.
-c10::ScalarType dtype_of(int seed) {
-  const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
-  return dtypes[seed % 3];
-}
+constexpr int kProjectionPrograms = 150;   // likewise
 
 // Every program of `make` for seeds below `programs`, captured on the CPU and offered to the
 // generators as a CUDA capture would be; the tally and the time it took printed under `family`.
@@ -43,7 +40,7 @@ testing::KernelTally tally_family(const char* family, int programs,
   const auto start = Clock::now();
   testing::KernelTally tally;
   for (int seed = 0; seed < programs; ++seed) {
-    auto program = make(static_cast<std::uint64_t>(seed), dtype_of(seed));
+    auto program = make(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed));
     const std::string where =
         "seed " + std::to_string(seed) + ", " + c10::toString(program.dtype) + "\n" + program.description;
     auto captured = testing::capture_program(program);
@@ -91,6 +88,20 @@ TEST(RandomKernels, RandomConvolutionGroupsGenerateAndCompile) {
                                     return testing::make_random_convolution(seed, dtype, at::kCPU);
                                   });
   EXPECT_GE(tally.fusion_groups, kConvolutionPrograms / 2);
+  EXPECT_EQ(tally.fusion_generated, tally.fusion_groups)
+      << tally.fusion_generated << " of " << tally.fusion_groups << " fusion groups generated";
+}
+
+// Projections: what follows the products (activations cuBLASLt has no epilogue for, SwiGLU,
+// sums, residual adds, norms) in fusion groups, every one of which generates; the products
+// themselves are cuBLASLt's (counted, not compiled: a product with a bias or activation it takes
+// as an epilogue is a group; one alone is not).
+TEST(RandomKernels, RandomProjectionGroupsGenerateAndCompile) {
+  const auto tally = tally_family("random projection kernels", kProjectionPrograms,
+                                  [](std::uint64_t seed, c10::ScalarType dtype) {
+                                    return testing::make_random_projection(seed, dtype, at::kCPU);
+                                  });
+  EXPECT_GE(tally.matmul_groups, kProjectionPrograms / 2);
   EXPECT_EQ(tally.fusion_generated, tally.fusion_groups)
       << tally.fusion_generated << " of " << tally.fusion_groups << " fusion groups generated";
 }

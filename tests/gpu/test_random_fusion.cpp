@@ -1,8 +1,9 @@
 // Seeded random programs of fusible ops (tests/common/random_program.h), compiled with fallback
 // off and run on the GPU against eager: shapes, broadcasts, layouts, DAGs with shared values and
 // several outputs, and row reductions with prologues and epilogues that nobody wrote by hand.
-// Likewise seeded attention (random_attention.h) and convolution blocks (random_convolution.h),
-// with their own tolerances below.
+// Likewise seeded attention (random_attention.h), and convolution blocks (random_convolution.h) and
+// projections (random_projection.h) as modules whose parameters change between calls, with their
+// own tolerances below.
 // Each program is called on three draws of its inputs (one signature): the capture, then the plan
 // on fresh values, every call against eager on the same values.
 // Labelled `gpu`. Built a second time with ZENITH_RANDOM_PROGRAMS_ON_CPU as a CPU test for CI:
@@ -40,6 +41,7 @@
 
 #include "common/random_attention.h"
 #include "common/random_convolution.h"
+#include "common/random_projection.h"
 #include "common/random_program.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
@@ -59,13 +61,6 @@ constexpr const char* kBackend = "cpu";
 const c10::Device kDevice(c10::kCUDA);
 constexpr const char* kBackend = "jit_cuda";
 #endif
-
-// Seed N is the same program in tests/cuda/test_random_kernels_compile.cpp, which compiles its
-// kernels without a GPU.
-c10::ScalarType dtype_of(int seed) {
-  const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
-  return dtypes[seed % 3];
-}
 
 double tolerance(const RandomProgram& program) {
   switch (program.dtype) {
@@ -144,6 +139,45 @@ CompiledRun run_with_arity(const RandomProgram& program) {
   }
 }
 
+// A program whose first input is the call's tensor and the others its weights, biases and
+// statistics, as a module: those registered as its parameters, forward(x) running the program.
+struct ProgramModuleImpl : torch::nn::Module {
+  explicit ProgramModuleImpl(const RandomProgram& program) : run(program.run) {
+    for (std::size_t i = 1; i < program.inputs.size(); ++i) {
+      weights.push_back(register_parameter("p" + std::to_string(i), program.inputs[i].clone(), /*requires_grad=*/false));
+    }
+  }
+  at::Tensor forward(at::Tensor x) {
+    std::vector<at::Tensor> args = {x};
+    args.insert(args.end(), weights.begin(), weights.end());
+    return run(args).at(0);
+  }
+  std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> run;
+  std::vector<at::Tensor> weights;
+};
+TORCH_MODULE(ProgramModule);
+
+// The program compiled as a module. Before each call its parameters are updated in place to that
+// draw's values, as an optimizer step or a checkpoint load updates them: the plan must read them
+// live and compute again what it derived from them (channels-last weights, concatenated ones).
+CompiledRun run_as_module(const RandomProgram& program) {
+  ProgramModule module(program);
+  CompileOptions options;
+  options.fallback_to_eager = false;
+  auto fast = compile(module, options);
+  CompiledRun result;
+  for (const auto& inputs : draws_of(program)) {
+    {
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 1; i < inputs.size(); ++i) module->weights[i - 1].copy_(inputs[i]);
+    }
+    result.outputs.push_back({fast(inputs[0])});
+  }
+  result.report = fast.report();
+  result.stats = fast.stats();
+  return result;
+}
+
 std::int64_t count(const std::map<std::string, std::int64_t>& counts, const std::string& key) {
   auto it = counts.find(key);
   return it == counts.end() ? 0 : it->second;
@@ -167,7 +201,7 @@ TEST(RandomFusion, SeededProgramsMatchEager) {
   std::int64_t groups = 0, jit_nodes = 0, declined_nodes = 0;
   std::map<std::string, double> worst;  // dtype -> largest error / tolerance
   for (int seed = 0; seed < kPrograms; ++seed) {
-    const auto dtype = dtype_of(seed);
+    const auto dtype = testing::dtype_for_seed(seed);
     const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype) + "\n";
     RandomProgram program;
     CompiledRun got;
@@ -251,17 +285,20 @@ using Tally = std::pair<std::string, std::function<bool(const CompileReport&)>>;
 // Each seed's program of `make` compiled with fallback off, called on every draw of its inputs
 // (one capture, then the plan), every call compared with eager within `tolerance`; a summary line
 // naming `family` and each tally, and each dtype's largest error.
+// With `as_module`, a program runs as a module whose parameters change between calls
+// (run_as_module); otherwise as a callable of all its inputs.
 FamilyRun run_family(const char* family, int programs, const std::function<RandomProgram(int)>& make,
-                     const std::function<double(const RandomProgram&)>& tolerance, const std::vector<Tally>& tallies) {
+                     const std::function<double(const RandomProgram&)>& tolerance, const std::vector<Tally>& tallies,
+                     bool as_module = false) {
   FamilyRun result;
   std::map<std::string, double> worst;  // dtype -> largest error / tolerance
   for (int seed = 0; seed < programs; ++seed) {
-    const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype_of(seed)) + "\n";
+    const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(testing::dtype_for_seed(seed)) + "\n";
     RandomProgram program;
     CompiledRun got;
     try {
       program = make(seed);
-      got = run_with_arity(program);
+      got = as_module ? run_as_module(program) : run_with_arity(program);
     } catch (const std::exception& error) {
       ++result.failures;
       ADD_FAILURE() << where << program.description << error.what();
@@ -299,7 +336,7 @@ TEST(RandomFusion, SeededAttentionMatchesEager) {
   torch::NoGradGuard no_grad;
   const auto run = run_family(
       "random attention", kAttentionPrograms,
-      [](int seed) { return testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype_of(seed), kDevice); },
+      [](int seed) { return testing::make_random_attention(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed), kDevice); },
       [](const RandomProgram& program) { return attention_tolerance(program.dtype); },
       {{"fused from the written-out form",
         [](const CompileReport& r) { return pass_counter(r, "fuse_attention", "fused") > 0; }},
@@ -319,10 +356,11 @@ TEST(RandomFusion, SeededAttentionMatchesEager) {
 
 constexpr int kConvolutionPrograms = 120;
 
-// Seeded convolution blocks (tests/common/random_convolution.h): on CUDA the convolutions run
-// channels-last where the result allows, batch norms become arithmetic, and what follows a
-// convolution fuses; on the CPU the same programs check capture and replay with fresh weights and
-// statistics. TF32 is off for the test, in eager and in Zenith alike (both follow PyTorch's
+// Seeded convolution blocks (tests/common/random_convolution.h) as modules whose weights and
+// statistics change in place between calls: on CUDA the convolutions run channels-last where the
+// result allows (their weights' copies kept, and made again after each change), batch norms
+// become arithmetic, and what follows a convolution fuses; on the CPU the same programs check
+// capture and replay. TF32 is off for the test, in eager and in Zenith alike (both follow PyTorch's
 // flags): otherwise a channels-last convolution and an NCHW one would round their inputs to TF32
 // in different algorithms, and float32 would be compared at TF32's precision.
 TEST(RandomFusion, SeededConvolutionsMatchEager) {
@@ -333,17 +371,56 @@ TEST(RandomFusion, SeededConvolutionsMatchEager) {
   context.setAllowTF32CuDNN(false);
   const auto run = run_family(
       "random convolutions", kConvolutionPrograms,
-      [](int seed) { return testing::make_random_convolution(static_cast<std::uint64_t>(seed), dtype_of(seed), kDevice); },
+      [](int seed) { return testing::make_random_convolution(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed), kDevice); },
       tolerance,
       {{"with batch norms as arithmetic",
         [](const CompileReport& r) { return pass_counter(r, "decompose_batch_norm", "decomposed") > 0; }},
        {"with nodes on the backend under test",
-        [](const CompileReport& r) { return count(r.nodes_per_backend, kBackend) > 0; }}});
+        [](const CompileReport& r) { return count(r.nodes_per_backend, kBackend) > 0; }}},
+      /*as_module=*/true);
   context.setAllowTF32CuDNN(tf32);
   EXPECT_EQ(run.failures, 0);
   if (kDevice.is_cuda()) {
     EXPECT_GE(run.programs.at("with batch norms as arithmetic"), kConvolutionPrograms / 2);
     EXPECT_GE(run.programs.at("with nodes on the backend under test"), kConvolutionPrograms / 2);
+  }
+}
+
+constexpr int kProjectionPrograms = 150;
+
+// Tolerances for projections: a product's algorithm sums in its own order, cuBLASLt's or the
+// matrix-vector kernel's against eager's cuBLAS; the activation, combination and norm after it
+// keep float32 in the fused kernels where eager rounds after each op. float32 1e-4 (TF32 off, as
+// for convolutions); float16 2e-2 and bfloat16 8e-2, as for the random programs.
+double projection_tolerance(const RandomProgram& program) {
+  return program.dtype == at::kHalf ? 2e-2 : program.dtype == at::kBFloat16 ? 8e-2 : 1e-4;
+}
+
+// Seeded projections (tests/common/random_projection.h) as modules whose weights change in place
+// between calls: on CUDA siblings become one product over their weights concatenated (kept, and
+// concatenated again after each change), products run on cuBLASLt with their epilogues or, for a
+// decode step's few rows, on the matrix-vector kernel; on the CPU the same programs check capture
+// and replay.
+TEST(RandomFusion, SeededProjectionsMatchEager) {
+  if (kDevice.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  auto& context = at::globalContext();
+  const bool tf32 = context.allowTF32CuBLAS();
+  context.setAllowTF32CuBLAS(false);
+  const auto run = run_family(
+      "random projections", kProjectionPrograms,
+      [](int seed) { return testing::make_random_projection(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed), kDevice); },
+      projection_tolerance,
+      {{"with sibling products as one",
+        [](const CompileReport& r) { return pass_counter(r, "concatenate_sibling_products", "concatenated") > 0; }},
+       {"with nodes on the backend under test",
+        [](const CompileReport& r) { return count(r.nodes_per_backend, kBackend) > 0; }}},
+      /*as_module=*/true);
+  context.setAllowTF32CuBLAS(tf32);
+  EXPECT_EQ(run.failures, 0);
+  if (kDevice.is_cuda()) {
+    EXPECT_GE(run.programs.at("with sibling products as one"), kProjectionPrograms / 10);
+    EXPECT_GE(run.programs.at("with nodes on the backend under test"), kProjectionPrograms / 2);
   }
 }
 

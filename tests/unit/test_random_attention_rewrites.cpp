@@ -22,8 +22,6 @@
 
 #include "common/program_checks.h"
 #include "common/random_attention.h"
-#include "core/printer.h"
-#include "core/verifier.h"
 #include "passes/attention_fusion.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
@@ -36,22 +34,9 @@
 namespace zenith::passes {
 namespace {
 
-using testing::RandomProgram;
-
 constexpr int kPrograms = 150;
 
-c10::ScalarType dtype_of(int seed) {
-  const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
-  return dtypes[seed % 3];
-}
-
 double tolerance(c10::ScalarType dtype) { return dtype == at::kHalf ? 1e-2 : dtype == at::kBFloat16 ? 5e-2 : 1e-5; }
-
-ir::Graph captured_graph(const RandomProgram& program) {
-  auto captured = testing::capture_program(program);
-  if (!captured.unsupported.empty()) throw std::runtime_error("capture: " + captured.unsupported);
-  return std::move(captured.graph);
-}
 
 // The inference pipeline up to and including the attention rewrites; the counters of the two.
 struct Rewritten {
@@ -84,23 +69,19 @@ TEST(RandomAttentionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   int failures = 0, programs_fused = 0, programs_ungrouped = 0;
   double worst = 0;
   for (int seed = 0; seed < kPrograms; ++seed) {
-    const auto dtype = dtype_of(seed);
-    auto program = testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
-    std::string problems;
-    ir::Graph graph;
-    try {
-      graph = captured_graph(program);
-      const auto counts = rewrite(graph);
-      programs_fused += counts.fused > 0;
-      programs_ungrouped += counts.ungrouped > 0;
-      ir::verify(graph);
-      problems += testing::differences_on_every_draw(graph, program, tolerance(dtype), worst);
-    } catch (const std::exception& error) {
-      problems += std::string(error.what()) + "\n";
-    }
+    const auto dtype = testing::dtype_for_seed(seed);
+    const auto program = testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
+    const auto problems = testing::rewritten_differences(
+        program,
+        [&](ir::Graph& graph) {
+          const auto counts = rewrite(graph);
+          programs_fused += counts.fused > 0;
+          programs_ungrouped += counts.ungrouped > 0;
+        },
+        tolerance(dtype), worst);
     if (!problems.empty()) {
       ++failures;
-      ADD_FAILURE() << "seed " << seed << "\n" << problems << program.description << ir::to_text(graph);
+      ADD_FAILURE() << "seed " << seed << "\n" << problems;
     }
   }
   std::printf("random attention rewrites: %d programs, %d fused from the written-out form, %d reading repeated "

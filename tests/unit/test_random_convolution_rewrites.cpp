@@ -24,8 +24,6 @@
 #include "capture/inference_layout.h"
 #include "common/program_checks.h"
 #include "common/random_convolution.h"
-#include "core/printer.h"
-#include "core/verifier.h"
 #include "passes/batch_norm_decomposition.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
@@ -34,14 +32,7 @@
 namespace zenith::passes {
 namespace {
 
-using testing::RandomProgram;
-
 constexpr int kPrograms = 120;
-
-c10::ScalarType dtype_of(int seed) {
-  const c10::ScalarType dtypes[] = {at::kFloat, at::kHalf, at::kBFloat16};
-  return dtypes[seed % 3];
-}
 
 double tolerance(c10::ScalarType dtype) { return dtype == at::kHalf ? 2e-2 : dtype == at::kBFloat16 ? 8e-2 : 1e-4; }
 
@@ -70,26 +61,19 @@ TEST(RandomConvolutionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   int failures = 0, programs_decomposed = 0, programs_relaid = 0;
   double worst = 0;
   for (int seed = 0; seed < kPrograms; ++seed) {
-    const auto dtype = dtype_of(seed);
-    RandomProgram program;
-    std::string problems;
-    ir::Graph graph;
-    try {
-      program = testing::make_random_convolution(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
-      auto captured = testing::capture_program(program);
-      if (!captured.unsupported.empty()) throw std::runtime_error("capture: " + captured.unsupported);
-      graph = std::move(captured.graph);
-      const auto done = rewrite(graph, program.inputs);
-      programs_decomposed += done.decomposed > 0;
-      programs_relaid += done.channels_last;
-      ir::verify(graph);
-      problems += testing::differences_on_every_draw(graph, program, tolerance(dtype), worst);
-    } catch (const std::exception& error) {
-      problems += std::string(error.what()) + "\n";
-    }
+    const auto dtype = testing::dtype_for_seed(seed);
+    const auto program = testing::make_random_convolution(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
+    const auto problems = testing::rewritten_differences(
+        program,
+        [&](ir::Graph& graph) {
+          const auto done = rewrite(graph, program.inputs);
+          programs_decomposed += done.decomposed > 0;
+          programs_relaid += done.channels_last;
+        },
+        tolerance(dtype), worst);
     if (!problems.empty()) {
       ++failures;
-      ADD_FAILURE() << "seed " << seed << "\n" << problems << program.description << ir::to_text(graph);
+      ADD_FAILURE() << "seed " << seed << "\n" << problems;
     }
   }
   std::printf("random convolution rewrites: %d programs, %d with batch norms as arithmetic, %d channels-last; "
