@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include "common_relative_error.h"
 #include "core/interpreter.h"
 #include "core/verifier.h"
 #include "graph_builders.h"
@@ -48,8 +49,11 @@ PassReport rewritten(ir::Graph& graph) {
   return report;
 }
 
-// Every input drawn again, twice; 1e-5: one product over the concatenated weights sums each
-// output's K products as the separate products do, but a CPU GEMM may block them differently.
+// Every input drawn again, twice. 1e-5 of the output's largest magnitude: one product over the
+// concatenated weights sums each output's K products as the separate products do, but a CPU GEMM
+// may block them differently (it does on an AMD EPYC's oneDNN kernels), and the attention products
+// after it carry that rounding into outputs that cancel to near 0, where no per-element relative
+// bound holds (measured there: 2.4e-4 off in outputs up to 1,588, 1.5e-7 of it).
 void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
   at::manual_seed(29);
   for (int draw = 0; draw < 2; ++draw) {
@@ -58,7 +62,7 @@ void expect_same_results(const ir::Graph& before, const ir::Graph& after, const 
     auto want = ir::interpret(before, inputs), got = ir::interpret(after, inputs);
     ASSERT_EQ(want.size(), got.size());
     for (std::size_t k = 0; k < want.size(); ++k) {
-      EXPECT_TRUE(at::allclose(got[k], want[k], 1e-5, 1e-5)) << "draw " << draw << ", output " << k;
+      EXPECT_LE(testing::relative_error(got[k], want[k]), 1e-5) << "draw " << draw << ", output " << k;
     }
   }
 }
