@@ -264,13 +264,9 @@ std::vector<at::Tensor> draw_inputs(const Spec& s, at::Generator& generator, std
 }
 
 std::string describe(const Spec& s, std::uint64_t seed) {
-  const char* dtype_constant = s.dtype == at::kHalf       ? "at::kHalf"
-                               : s.dtype == at::kBFloat16 ? "at::kBFloat16"
-                                                          : "at::kFloat";
   std::ostringstream text;
   text << "random attention: seed " << seed << ", " << c10::toString(s.dtype)
-       << "; rebuild it with zenith::testing::make_random_attention(" << seed << ", " << dtype_constant
-       << ", device)\n";
+       << "; rebuild it with " << rebuild_call("make_random_attention", seed, s.dtype) << "\n";
   text << "  batch " << s.batch << ", " << s.heads << " query heads, " << s.kv_heads << " key-value heads ("
        << sharing_text(s.sharing) << "), " << s.rows << " query rows, " << s.keys << " keys, head dim " << s.dim
        << ", value dim " << s.value_dim << "\n";

@@ -197,13 +197,9 @@ std::vector<at::Tensor> draw_inputs(const Spec& s, at::Generator& generator) {
 }
 
 std::string describe(const Spec& s, std::uint64_t seed, int redraws) {
-  const char* dtype_constant = s.dtype == at::kHalf       ? "at::kHalf"
-                               : s.dtype == at::kBFloat16 ? "at::kBFloat16"
-                                                          : "at::kFloat";
   std::ostringstream text;
   text << "random convolution: seed " << seed << ", " << c10::toString(s.dtype)
-       << "; rebuild it with zenith::testing::make_random_convolution(" << seed << ", " << dtype_constant
-       << ", device)\n";
+       << "; rebuild it with " << rebuild_call("make_random_convolution", seed, s.dtype) << "\n";
   text << "  input [" << s.batch << ", " << s.channels << ", " << s.height << ", " << s.width << "]"
        << (s.channels_last_input ? " channels-last" : " contiguous") << "\n";
   for (const auto& b : s.blocks) {

@@ -852,14 +852,10 @@ class ProgramBuilder : SeededDraws {
     };
 
     std::ostringstream text;
-    const char* dtype_constant = dtype_ == at::kHalf       ? "at::kHalf"
-                                 : dtype_ == at::kBFloat16 ? "at::kBFloat16"
-                                                           : "at::kFloat";
     text << "random program: seed " << seed_ << ", " << c10::toString(dtype_) << ", shape " << shape_text(shape_)
          << ", " << inputs_.size() << " inputs, " << steps->size() << " ops"
          << (has_reduction_ ? ", row reduction " + reduction_name_ : std::string(", elementwise only"))
-         << "; rebuild it with zenith::testing::make_random_program(" << seed_ << ", " << dtype_constant
-         << ", device)\n";
+         << "; rebuild it with " << rebuild_call("make_random_program", seed_, dtype_) << "\n";
     for (const auto& line : lines_) text << line << "\n";
     text << "  outputs:";
     for (int id : outputs_) text << " " << values_[id].name;
@@ -945,6 +941,11 @@ RandomProgram program_of_draws(std::uint64_t seed, c10::ScalarType dtype,
   program.run = std::move(run);
   program.description = std::move(description);
   return program;
+}
+
+std::string rebuild_call(const char* maker, std::uint64_t seed, c10::ScalarType dtype) {
+  const char* constant = dtype == at::kHalf ? "at::kHalf" : dtype == at::kBFloat16 ? "at::kBFloat16" : "at::kFloat";
+  return std::string("zenith::testing::") + maker + "(" + std::to_string(seed) + ", " + constant + ", device)";
 }
 
 c10::ScalarType dtype_for_seed(int seed) {

@@ -74,6 +74,10 @@ RandomProgram program_of_draws(std::uint64_t seed, c10::ScalarType dtype,
                                std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> run,
                                std::string description);
 
+/// The call that rebuilds a generator's program, for failure messages:
+/// "zenith::testing::<maker>(<seed>, at::kHalf, device)".
+std::string rebuild_call(const char* maker, std::uint64_t seed, c10::ScalarType dtype);
+
 /// The dtype the random-program tests give seed `seed` (float32, float16, bfloat16 in turn), so
 /// that seed N is the same program in every suite.
 c10::ScalarType dtype_for_seed(int seed);

@@ -203,13 +203,9 @@ std::vector<at::Tensor> draw_inputs(const Spec& s, at::Generator& generator) {
 }
 
 std::string describe(const Spec& s, std::uint64_t seed, int redraws) {
-  const char* dtype_constant = s.dtype == at::kHalf       ? "at::kHalf"
-                               : s.dtype == at::kBFloat16 ? "at::kBFloat16"
-                                                          : "at::kFloat";
   std::ostringstream text;
   text << "random projection: seed " << seed << ", " << c10::toString(s.dtype)
-       << "; rebuild it with zenith::testing::make_random_projection(" << seed << ", " << dtype_constant
-       << ", device)\n";
+       << "; rebuild it with " << rebuild_call("make_random_projection", seed, s.dtype) << "\n";
   const auto x = s.x_shape();
   text << "  x " << c10::str(c10::IntArrayRef(x)) << " "
        << (s.layout == Layout::Transposed ? "a transposed view"
