@@ -307,7 +307,7 @@ RandomProgram make_random_attention(std::uint64_t seed, c10::ScalarType dtype, c
   const Spec spec = choices.draw(dtype);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(choices.next());
   std::uint64_t draw = 0;  // the blind row moves from draw to draw
-  return program_of_draws(
+  auto program = program_of_draws(
       seed, dtype,
       [&] {
         std::vector<at::Tensor> inputs;
@@ -316,6 +316,8 @@ RandomProgram make_random_attention(std::uint64_t seed, c10::ScalarType dtype, c
         return inputs;
       },
       [spec](const std::vector<at::Tensor>& args) { return attend(spec, args); }, describe(spec, seed));
+  program.has_query_seeing_no_key = spec.blind_row;
+  return program;
 }
 
 }  // namespace zenith::testing

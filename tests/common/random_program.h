@@ -32,6 +32,10 @@ struct RandomProgram {
   std::string description;
   /// Whether the program holds a row reduction or normalization (sums are reordered by kernels).
   bool has_reduction = false;
+  /// Whether a query of its attention sees no key (a bool mask hiding every key from it): eager's
+  /// backends disagree on that row (tests/common/cudnn_attention_off.h), so it is compared with
+  /// cuDNN's attention off.
+  bool has_query_seeing_no_key = false;
 };
 
 /// Draws of fresh inputs per program, besides `inputs`.

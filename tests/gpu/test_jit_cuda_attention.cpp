@@ -1,9 +1,9 @@
 // The JIT CUDA backend's attention kernel (backends/cuda/attention_codegen.h) on the GPU, against
 // eager's scaled_dot_product_attention on fresh inputs: a decode step's grouped queries over a
 // static cache with the unwritten slots masked, more keys than one tile and more rows than one
-// block, bool masks that differ by row, a row with every key masked, no mask with an explicit
-// scale, strided operands, and a prompt's many queries, which stay on PyTorch's kernels. Labelled
-// gpu.
+// block, bool masks that differ by row, a query that sees no key (0, where eager's cuDNN backend
+// differs), no mask with an explicit scale, strided operands, and a prompt's many queries, which
+// stay on PyTorch's kernels. Labelled gpu.
 //
 // Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
 // the kernel sums keys in another order and takes exp2 of log2-scaled scores); float16 1e-2 and
@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "common/cudnn_attention_off.h"
 #include "common/fresh_inputs.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
@@ -109,9 +110,13 @@ TEST_F(JitCudaAttention, ManyTilesManyBlocksRowMasksAndStridedOperands) {
   }
 }
 
-// PyTorch's attention gives 0 for a query whose every key is masked (its _safe_softmax, in the
-// math path and the fused kernels alike), not the NaN of 0 / 0.
-TEST_F(JitCudaAttention, AFullyMaskedRowIsZeroAsInEager) {
+// A query whose every key is masked gets 0 from the kernel, as from PyTorch's math and
+// memory-efficient attention (its _safe_softmax; the CPU too), not the NaN of 0 / 0. Eager's
+// default here is cuDNN's attention, which gives that row the attention over every key instead
+// (tests/common/cudnn_attention_off.h). The capture runs eager's own kernels and returns eager's
+// value; the plan's calls are compared with eager without cuDNN's attention, their row must be 0,
+// and every call's other rows are compared with eager as it runs by default.
+TEST_F(JitCudaAttention, AQuerySeeingNoKeyIsZeroAsInPyTorchsMathAndEfficientKernels) {
   torch::NoGradGuard no_grad;
   auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
     return at::scaled_dot_product_attention(q, k, v, mask);
@@ -124,11 +129,28 @@ TEST_F(JitCudaAttention, AFullyMaskedRowIsZeroAsInEager) {
     auto v = torch::randn({1, 2, 40, 64}, options);
     auto mask = torch::rand({1, 2, 4, 40}, options.dtype(at::kFloat)) > 0.5;
     mask.select(3, 0).fill_(true);
-    mask.select(2, 1 + call % 3).fill_(false);  // that query sees no key
-    auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
-    ASSERT_FALSE(want.isnan().any().item<bool>()) << "eager gave NaN for the fully masked row";
+    const std::int64_t blind = 1 + call % 3;
+    mask.select(2, blind).fill_(false);  // that query sees no key
+    auto got = fast(q, k, v, mask).to(at::kFloat);
+    auto by_default = fn(q, k, v, mask).to(at::kFloat);
+    at::Tensor without_cudnn;
+    {
+      testing::CudnnAttentionOff cudnn_off;
+      without_cudnn = fn(q, k, v, mask).to(at::kFloat);
+    }
+    ASSERT_FALSE(without_cudnn.isnan().any().item<bool>()) << "eager gave NaN for the row that sees no key";
     EXPECT_FALSE(got.isnan().any().item<bool>()) << call_name(call);
-    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(at::kHalf)) << call_name(call);
+    const auto seeing = at::arange(4, mask.options().dtype(at::kLong)) != blind;
+    const auto rows_seeing = [&](const at::Tensor& t) {
+      return t.index({at::indexing::Slice(), at::indexing::Slice(), seeing});
+    };
+    EXPECT_LE(relative_error(rows_seeing(got), rows_seeing(by_default)), tolerance(at::kHalf)) << call_name(call);
+    if (call == 0) {
+      EXPECT_LE(relative_error(got, by_default), tolerance(at::kHalf)) << call_name(call);
+    } else {
+      EXPECT_EQ(got.select(2, blind).abs().max().item<float>(), 0.f) << call_name(call);
+      EXPECT_LE(relative_error(got, without_cudnn), tolerance(at::kHalf)) << call_name(call);
+    }
   }
   EXPECT_EQ(nodes_on(fast.report(), "jit_cuda"), 1) << fast.report().to_string();
 }
