@@ -12,7 +12,9 @@
 // the probabilities times the values accumulate in float32 registers, a 16-byte slice of the head
 // dimension per thread. A long cache is one block's serial work: splitting the keys over blocks
 // (flash-decoding) is not done yet. The result is written once, in the output's
-// own strides, so the caller chooses its layout. A row whose every key is masked is 0, as in eager.
+// own strides, so the caller chooses its layout. A row whose every key is masked is 0, as in
+// PyTorch's math and memory-efficient attention (its cuDNN attention differs, see
+// tests/common/cudnn_attention_off.h).
 //
 // The kernel is correct for every size; it is fast while R is small (decode). A group with more
 // query rows per head than kAttentionMaxRows (a prompt) is declined, and PyTorch's kernels run it.
