@@ -58,76 +58,6 @@ TEST_F(TrainingTest, AutocastRegionsCompileWithEagerAutocastsGradients) {
   EXPECT_EQ(compiled.stats().training_calls, 2) << "the first call is the capture";
 }
 
-// A bfloat16 autocast region on kDevice, left as it was found.
-class AutocastRegion {
- public:
-  AutocastRegion() {
-    at::autocast::set_autocast_enabled(kDevice.type(), true);
-    at::autocast::set_autocast_dtype(kDevice.type(), at::kBFloat16);
-  }
-  ~AutocastRegion() {
-    at::autocast::set_autocast_enabled(kDevice.type(), false);
-    at::autocast::clear_cache();
-  }
-  AutocastRegion(const AutocastRegion&) = delete;
-  AutocastRegion& operator=(const AutocastRegion&) = delete;
-};
-
-// check_steps with each forward in the region and the backward outside it, as autocast's
-// documentation asks; dropout's draws are seeded alike for both.
-template <typename Module, typename Draw>
-zenith::CompileReport check_autocast_steps(Module eager, Module twin, const std::string& what, int steps, Draw draw,
-                                           const std::string& dump_dir = "") {
-  auto options = strict(what);
-  options.dump_dir = dump_dir;
-  auto compiled = zenith::compile(twin, options);
-  for (int step = 0; step < steps; ++step) {
-    eager->zero_grad();
-    twin->zero_grad();
-    auto args = draw();
-    torch::Tensor want, got;
-    {
-      AutocastRegion region;
-      torch::manual_seed(100 + step);
-      want = std::apply([&](const auto&... a) { return eager->forward(a...); }, args);
-      torch::manual_seed(100 + step);
-      got = std::apply([&](const auto&... a) { return compiled(a...); }, args);
-    }
-    EXPECT_EQ(got.scalar_type(), want.scalar_type()) << what << " step " << step;
-    want.backward();
-    got.backward();
-    // The same casts and kernels; a fused group may round an intermediate once where eager rounds
-    // twice: a few bfloat16 units in the last place (2^-8 relative) on the loss.
-    expect_close(got.detach(), want.detach(), 2e-2, 1e-3, what + ": autocast loss, step " + std::to_string(step));
-    // Each gradient sums many bfloat16 terms that already differ by such units, and the backward
-    // carries them through every layer: the first layers', last in the backward, differ most. The
-    // CNN's stem batch norm's bias gradient, a sum of the incoming gradient with much cancellation,
-    // differed from eager's by 6.3e-2 of its largest element on an H100 (its convolution's by 4e-3
-    // absolute). So each gradient is compared against its largest element to 0.15, while a wrong
-    // or stale gradient is off by about its own size (1). A gradient that vanishes analytically is
-    // rounding alone on both sides (attention's key bias: a constant added to every key shifts a
-    // query's scores alike, which softmax ignores), so the scale is at least a hundredth of the
-    // model's largest gradient element.
-    double largest = 0;
-    for (const auto& item : eager->named_parameters()) {
-      if (item.value().grad().defined()) {
-        largest = std::max(largest, item.value().grad().abs().max().template item<double>());
-      }
-    }
-    for (const auto& item : eager->named_parameters()) {
-      const auto& want_grad = item.value().grad();
-      if (!want_grad.defined()) continue;
-      const double scale = std::max(want_grad.abs().max().template item<double>(), 1e-2 * largest);
-      const double differs = (twin->named_parameters()[item.key()].grad() - want_grad).abs().max().template item<double>();
-      EXPECT_LT(differs / scale, 0.15) << what << ": autocast gradient of " << item.key() << ", step " << step
-                                       << " (largest element " << want_grad.abs().max().template item<double>() << ")";
-    }
-  }
-  EXPECT_EQ(compiled.stats().eager_calls, 0) << compiled.report().fallback_reason;
-  EXPECT_EQ(compiled.stats().training_calls, steps - 1) << "the first call is the capture";
-  return compiled.report();
-}
-
 // Batch norm and the loss inside the compiled call, in the region: on CUDA, batch norm's bfloat16
 // input runs ATen's native kernels (cuDNN's need its weight bfloat16 too), and cross_entropy_loss,
 // which CUDA autocast does not list, casts inside (its nll_loss does): the capture writes that cast
@@ -136,9 +66,10 @@ TEST_F(TrainingTest, AutocastCnnWithBatchNormAndItsLossCompiles) {
   auto [eager, twin] = twins<CnnLoss>(models::CnnConfig::small());
   eager->train();
   twin->train();
-  check_autocast_steps(eager, twin, "autocast cnn", 3, [] {
-    return std::make_tuple(on_device(torch::randn({4, 3, 32, 32})), on_device(torch::randint(10, {4})));
-  });
+  check_steps(
+      eager, twin, "autocast cnn", 3,
+      [] { return std::make_tuple(on_device(torch::randn({4, 3, 32, 32})), on_device(torch::randint(10, {4}))); }, "",
+      StepPrecision::BFloat16Autocast);
 }
 
 // Attention, layer norm (autocast keeps it float32), GELU and dropout in the region.
@@ -148,19 +79,23 @@ TEST_F(TrainingTest, AutocastBertWithDropoutCompiles) {
   eager->train();
   twin->train();
   auto mask = on_device(torch::ones({2, 8}, torch::kLong));
-  check_autocast_steps(eager, twin, "autocast bert", 3, [&] {
-    return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask);
-  });
+  check_steps(
+      eager, twin, "autocast bert", 3,
+      [&] { return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask); }, "",
+      StepPrecision::BFloat16Autocast);
 }
 
 // RMSNorm, rotary embeddings, SwiGLU and the cross entropy over the vocabulary in the region.
 TEST_F(TrainingTest, AutocastLlamaWithCrossEntropyCompiles) {
   auto config = models::LlamaConfig::small();
   auto [eager, twin] = twins<LlamaLoss>(config);
-  check_autocast_steps(eager, twin, "autocast llama", 3, [&] {
-    return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})),
-                           on_device(torch::randint(config.vocab_size, {2, 8})));
-  });
+  check_steps(
+      eager, twin, "autocast llama", 3,
+      [&] {
+        return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})),
+                               on_device(torch::randint(config.vocab_size, {2, 8})));
+      },
+      "", StepPrecision::BFloat16Autocast);
 }
 
 int count_ops(const zenith::ir::Graph& graph, const std::string& op) {
@@ -236,9 +171,10 @@ TEST_F(TrainingTest, AutocastAttentionWithoutDropoutCompiles) {
   mask.index_put_({1, torch::indexing::Slice(5, torch::indexing::None)}, 0);
   mask = on_device(mask);
   auto folder = fs::temp_directory_path() / ("zenith-test-autocast-attention-" + std::to_string(::getpid()));
-  const auto report = check_autocast_steps(
+  const auto report = check_steps(
       eager, twin, "autocast attention", 3,
-      [&] { return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask); }, folder.string());
+      [&] { return std::make_tuple(on_device(torch::randint(config.vocab_size, {2, 8})), mask); }, folder.string(),
+      StepPrecision::BFloat16Autocast);
   ASSERT_FALSE(report.dump_path.empty());
   auto dump = zenith::dump_from_json(zenith::read_json_file(report.dump_path));
   if (kDevice.is_cuda()) {
@@ -274,7 +210,7 @@ struct SdpaBlockImpl : torch::nn::Module {
     return (y.to(torch::kFloat) * direction).mean();
   }
   // Half the probabilities dropped: a draw other than eager's changes a gradient by about half its
-  // largest element (at 0.1, by about a seventh: within check_autocast_steps's tolerance).
+  // largest element (at 0.1, by about a seventh: within check_steps's autocast tolerance).
   static constexpr double kDropout = 0.5;
   std::int64_t heads;
   bool masked, causal;
@@ -368,7 +304,7 @@ TEST_F(TrainingTest, AttentionWithDropoutDrawsEagersRandomNumbers) {
     }
     {
       // The comparison can fail: two of eager's own draws give gradients further apart than the
-      // tolerances of check_steps and check_autocast_steps.
+      // tolerances of check_steps in either precision.
       auto [x, bias] = draw();
       auto gradient_with_seed = [&](int seed) {
         eager->zero_grad();
@@ -386,8 +322,8 @@ TEST_F(TrainingTest, AttentionWithDropoutDrawsEagersRandomNumbers) {
     namespace fs = std::filesystem;
     auto folder = fs::temp_directory_path() / ("zenith-test-sdpa-dump-" + std::to_string(::getpid()));
     constexpr int kSteps = 4;  // the capture, then compiled steps, recorded and replayed as CUDA graphs
-    const auto report = c.autocast ? check_autocast_steps(eager, twin, c.name, kSteps, draw, folder.string())
-                                   : check_steps(eager, twin, c.name, kSteps, draw, folder.string());
+    const auto report = check_steps(eager, twin, c.name, kSteps, draw, folder.string(),
+                                    c.autocast ? StepPrecision::BFloat16Autocast : StepPrecision::Float32);
     ASSERT_FALSE(report.dump_path.empty());
     auto dump = zenith::dump_from_json(zenith::read_json_file(report.dump_path));
     EXPECT_EQ(count_ops(dump.optimized, expected_op), 1);
