@@ -8,7 +8,7 @@
 #include <string>
 
 #include "capture/tracer_capture.h"
-#include "common/random_program.h"
+#include "common/seeded_program.h"
 #include "core/graph.h"
 
 namespace zenith::testing {

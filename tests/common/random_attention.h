@@ -23,7 +23,7 @@
 
 #include <ATen/ATen.h>
 
-#include "common/random_program.h"
+#include "common/seeded_program.h"
 
 namespace zenith::testing {
 

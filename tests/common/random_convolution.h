@@ -13,7 +13,7 @@
 //
 // The weights, biases and batch-norm statistics are inputs (a [4, C] tensor per batch norm: its
 // mean, variance, weight and bias), drawn afresh with every draw: a plan that kept a value of
-// them would fail. Programs are kept to random_program.h's conditioning bound (eager in the dtype
+// them would fail. Programs are kept to seeded_program.h's conditioning bound (eager in the dtype
 // against float64 on the CPU).
 #pragma once
 
@@ -21,7 +21,7 @@
 
 #include <ATen/ATen.h>
 
-#include "common/random_program.h"
+#include "common/seeded_program.h"
 
 namespace zenith::testing {
 

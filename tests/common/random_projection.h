@@ -17,12 +17,12 @@
 
 #include <ATen/ATen.h>
 
-#include "common/random_program.h"
+#include "common/seeded_program.h"
 
 namespace zenith::testing {
 
 /// The projection program of `seed` with its inputs and kFreshInputDraws fresh draws, on
-/// `device`, kept to random_program.h's conditioning bound. `has_reduction` is true (a product
+/// `device`, kept to seeded_program.h's conditioning bound. `has_reduction` is true (a product
 /// sums in an order of its algorithm's choosing).
 RandomProgram make_random_projection(std::uint64_t seed, c10::ScalarType dtype, c10::Device device);
 
