@@ -35,14 +35,16 @@ def text_inputs(batch, seq, with_mask=True):
     return spec
 
 
-def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20)):
+def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20), attention="eager"):
+    """attention: the attention implementation, "eager" (written out: matmul, softmax, matmul) or
+    "sdpa" (scaled_dot_product_attention, transformers' default where the model has it)."""
     def build():
         import transformers
         config = make_config(transformers)
         config.torchscript = True
         config.use_cache = False
         if hasattr(config, "attn_implementation"):
-            config._attn_implementation = "eager"
+            config._attn_implementation = attention
         model = getattr(transformers, model_class)(config)
         return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask), text_inputs(*third, with_mask)
     return name, "transformers", build
@@ -83,6 +85,28 @@ MODELS = [
     hf("hf_llama", lambda t: small(t.LlamaConfig, num_key_value_heads=1), "LlamaModel"),
     hf("hf_qwen2", lambda t: small(t.Qwen2Config, num_key_value_heads=1), "Qwen2Model"),
     ("hf_vit", "transformers", lambda: hf_vit()),
+    # As transformers builds them by default: attention through scaled_dot_product_attention.
+    hf("hf_bert_sdpa", lambda t: small(t.BertConfig), "BertModel", attention="sdpa"),
+    hf("hf_gpt2_sdpa", lambda t: t.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=128),
+       "GPT2Model", attention="sdpa"),
+    hf("hf_llama_sdpa", lambda t: small(t.LlamaConfig, num_key_value_heads=1), "LlamaModel", attention="sdpa"),
+    # Other families' own layers: a sliding window (Mistral), partial rotary embeddings and a
+    # parallel attention and MLP block (Phi, GPT-NeoX), Gemma's scaled embeddings and RMSNorm,
+    # learned positions (OPT), disentangled relative attention (DeBERTa-v2), factorized embeddings
+    # and one layer's weights shared by every layer (ALBERT). Not BLOOM: its GELU is an autograd
+    # Function, which TorchScript cannot save.
+    hf("hf_mistral", lambda t: small(t.MistralConfig, num_key_value_heads=1, sliding_window=8), "MistralModel"),
+    hf("hf_phi", lambda t: small(t.PhiConfig, partial_rotary_factor=0.5), "PhiModel"),
+    hf("hf_gemma", lambda t: small(t.GemmaConfig, num_key_value_heads=1, head_dim=32), "GemmaModel"),
+    hf("hf_opt", lambda t: t.OPTConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, ffn_dim=128,
+                                       num_attention_heads=2, max_position_embeddings=128, word_embed_proj_dim=64),
+       "OPTModel"),
+    hf("hf_gpt_neox", lambda t: small(t.GPTNeoXConfig, rotary_pct=0.25), "GPTNeoXModel"),
+    hf("hf_deberta_v2", lambda t: small(t.DebertaV2Config, relative_attention=True, max_relative_positions=16,
+                                        position_buckets=8, pos_att_type=["p2c", "c2p"]), "DebertaV2Model"),
+    hf("hf_albert", lambda t: t.AlbertConfig(vocab_size=VOCAB, embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, intermediate_size=128,
+                                             max_position_embeddings=128), "AlbertModel"),
     tv("tv_resnet18", lambda m: m.resnet18()),
     tv("tv_mobilenet_v3_small", lambda m: m.mobilenet_v3_small()),
     tv("tv_efficientnet_b0", lambda m: m.efficientnet_b0()),
