@@ -61,6 +61,31 @@ def image_inputs(batch, size):
     return [{"name": "pixel_values", "kind": "normal", "shape": [batch, 3, size, size]}]
 
 
+def hf_signal(name, make_config, model_class, inputs):
+    """A Hugging Face model of images or sounds: `inputs(batch)` is its input spec at a batch size
+    (traced at 2, then called at 3 and 4)."""
+    def build():
+        import transformers
+        config = make_config(transformers)
+        config.torchscript = True
+        config._attn_implementation = "eager"
+        model = getattr(transformers, model_class)(config)
+        return model, inputs(2), inputs(3), inputs(4)
+    return name, "transformers", build
+
+
+def small_vision(config, **extra):
+    base = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, image_size=32,
+                patch_size=8)
+    base.update(extra)
+    return config(**base)
+
+
+def sound_inputs(batch):
+    """Raw audio: 1,600 samples (five frames of the small feature encoder below)."""
+    return [{"name": "input_values", "kind": "normal", "shape": [batch, 1600]}]
+
+
 def tv(name, make, size=IMAGE, second_batch=3, third_batch=4, torchscript_fuser=True):
     """torchscript_fuser=False: the C++ test calls the module with TorchScript's tensor-expression
     fuser off (docs/models.md says why for DenseNet)."""
@@ -84,7 +109,20 @@ MODELS = [
                                              num_heads=2), "T5EncoderModel"),
     hf("hf_llama", lambda t: small(t.LlamaConfig, num_key_value_heads=1), "LlamaModel"),
     hf("hf_qwen2", lambda t: small(t.Qwen2Config, num_key_value_heads=1), "Qwen2Model"),
-    ("hf_vit", "transformers", lambda: hf_vit()),
+    hf_signal("hf_vit", lambda t: small_vision(t.ViTConfig), "ViTModel", lambda b: image_inputs(b, 32)),
+    # CLIP's vision tower (quick GELU, a class token and pre-norm), BEiT (relative position biases,
+    # layer scale), Wav2Vec2 (a convolutional feature encoder with group norm, a grouped
+    # positional convolution under weight norm).
+    hf_signal("hf_clip_vision", lambda t: small_vision(t.CLIPVisionConfig), "CLIPVisionModel",
+              lambda b: image_inputs(b, 32)),
+    hf_signal("hf_beit", lambda t: small_vision(t.BeitConfig, use_relative_position_bias=True,
+                                                layer_scale_init_value=0.1), "BeitModel",
+              lambda b: image_inputs(b, 32)),
+    hf_signal("hf_wav2vec2", lambda t: t.Wav2Vec2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                        num_attention_heads=2, conv_dim=(32, 32, 32),
+                                                        conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                                                        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4),
+              "Wav2Vec2Model", sound_inputs),
     # As transformers builds them by default: attention through scaled_dot_product_attention.
     hf("hf_bert_sdpa", lambda t: small(t.BertConfig), "BertModel", attention="sdpa"),
     hf("hf_gpt2_sdpa", lambda t: t.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=128),
@@ -120,17 +158,18 @@ MODELS = [
                                                hidden_dim=64, mlp_dim=128), size=32),
     tv("tv_swin", lambda m: m.swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
                                                                num_heads=[2, 4], window_size=[4, 4]), size=64),
+    # Inverted residuals with ReLU6, grouped convolutions (ResNeXt), fire modules' concatenations
+    # (SqueezeNet), inception blocks (GoogLeNet, Inception-v3 with its asymmetric kernels), fused
+    # MBConv blocks (EfficientNetV2).
+    tv("tv_mobilenet_v2", lambda m: m.mobilenet_v2()),
+    tv("tv_resnext50", lambda m: m.resnext50_32x4d()),
+    tv("tv_squeezenet", lambda m: m.squeezenet1_1()),
+    tv("tv_googlenet", lambda m: m.googlenet(init_weights=True, aux_logits=False)),
+    tv("tv_inception_v3", lambda m: m.inception_v3(init_weights=True, aux_logits=False), size=96),
+    tv("tv_efficientnet_v2_s", lambda m: m.efficientnet_v2_s()),
 ]
 
 
-def hf_vit():
-    import transformers
-    config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                    intermediate_size=128, image_size=32, patch_size=8)
-    config.torchscript = True
-    config._attn_implementation = "eager"
-    model = transformers.ViTModel(config)
-    return model, image_inputs(2, 32), image_inputs(3, 32), image_inputs(4, 32)
 
 
 def make_input(spec, device, dtype, generator):
