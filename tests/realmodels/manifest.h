@@ -1,5 +1,6 @@
 // The exporter's manifest (tests/realmodels/export_models.py writes manifest.json): which models
-// were exported where, on what device and dtype, and the inputs each takes at three shapes.
+// were exported where, on what device and dtype, and the inputs each takes at three shapes; or,
+// for a model the exporter could not build, trace or save, "export_error" with the reason.
 #pragma once
 
 #include <string>

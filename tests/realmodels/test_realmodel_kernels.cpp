@@ -30,6 +30,7 @@ TEST_P(RealModelKernels, EveryGroupGeneratesAndCompiles) {
   const auto& entry = GetParam().json;
   const std::string name = entry.at("name");
   ASSERT_EQ(entry.at("device").get<std::string>(), "cpu") << "captured on the CPU: export the models for the CPU";
+  ASSERT_FALSE(entry.contains("export_error")) << name << " did not export: " << entry.at("export_error").get<std::string>();
   torch::manual_seed(7);
   torch::NoGradGuard no_grad;
   const auto started = std::chrono::steady_clock::now();

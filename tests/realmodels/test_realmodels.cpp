@@ -274,6 +274,8 @@ TEST_P(RealModel, CompilesAndMatchesEagerOnFreshInputsAndOtherShapes) {
   const auto& entry = GetParam().json;
   const at::Device device(entry.at("device").get<std::string>());
   if (device.is_cuda() && !torch::cuda::is_available()) GTEST_SKIP() << "the models were exported for CUDA";
+  ASSERT_FALSE(entry.contains("export_error"))
+      << entry.at("name").get<std::string>() << " did not export: " << entry.at("export_error").get<std::string>();
   // As eager runs them by default on CUDA; the bound covers fused kernels' other rounding order.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
