@@ -45,8 +45,7 @@ def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2,
         config = make_config(transformers)
         config.torchscript = True
         config.use_cache = False
-        if hasattr(config, "attn_implementation"):
-            config._attn_implementation = attention
+        config._attn_implementation = attention
         model = getattr(transformers, model_class)(config)
         return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask), text_inputs(*third, with_mask)
     return name, "transformers", build
