@@ -1,18 +1,13 @@
 #include "common/seeded_program.h"
 
-#include <sstream>
 #include <stdexcept>
+
+#include <c10/util/StringUtil.h>
 
 #include "common_relative_error.h"
 
 namespace zenith::testing {
 namespace {
-
-std::string number(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
 
 // How far eager in `dtype` may be from float64 for a program to be kept (see the header).
 double conditioning_bound(c10::ScalarType dtype) {
@@ -29,7 +24,7 @@ std::string ill_conditioned(const RandomProgram& program, const std::vector<at::
     const double error = relative_error(eager[i].to(at::kDouble), exact[i]);
     // Written so that NaN (a non-finite output) counts as too far.
     if (!(error <= conditioning_bound(program.dtype))) {
-      return "output " + std::to_string(i) + " of eager is " + number(error) + " from float64";
+      return "output " + std::to_string(i) + " of eager is " + c10::str(error) + " from float64";
     }
   }
   return "";

@@ -37,16 +37,21 @@ def text_inputs(batch, seq, with_mask=True):
     return spec
 
 
+def hf_model(make_config, model_class, attention="eager"):
+    """A transformers model of `model_class` with random weights, built for tracing. attention: the
+    attention implementation, "eager" (written out: matmul, softmax, matmul) or "sdpa"
+    (scaled_dot_product_attention, transformers' default where the model has it)."""
+    import transformers
+    config = make_config(transformers)
+    config.torchscript = True
+    config.use_cache = False
+    config._attn_implementation = attention
+    return getattr(transformers, model_class)(config)
+
+
 def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20), attention="eager"):
-    """attention: the attention implementation, "eager" (written out: matmul, softmax, matmul) or
-    "sdpa" (scaled_dot_product_attention, transformers' default where the model has it)."""
     def build():
-        import transformers
-        config = make_config(transformers)
-        config.torchscript = True
-        config.use_cache = False
-        config._attn_implementation = attention
-        model = getattr(transformers, model_class)(config)
+        model = hf_model(make_config, model_class, attention)
         return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask), text_inputs(*third, with_mask)
     return name, "transformers", build
 
@@ -66,12 +71,7 @@ def hf_signal(name, make_config, model_class, inputs):
     """A Hugging Face model of images or sounds: `inputs(batch)` is its input spec at a batch size
     (traced at 2, then called at 3 and 4)."""
     def build():
-        import transformers
-        config = make_config(transformers)
-        config.torchscript = True
-        config._attn_implementation = "eager"
-        model = getattr(transformers, model_class)(config)
-        return model, inputs(2), inputs(3), inputs(4)
+        return hf_model(make_config, model_class), inputs(2), inputs(3), inputs(4)
     return name, "transformers", build
 
 

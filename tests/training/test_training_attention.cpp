@@ -14,7 +14,6 @@
 #include <torch/torch.h>
 
 #include <ATen/SDPBackend.h>
-#include <ATen/autocast_mode.h>
 
 #include "core/dump.h"
 #include "training/training_checks.h"
@@ -37,12 +36,12 @@ TEST_F(TrainingTest, AutocastRegionsCompileWithEagerAutocastsGradients) {
     // Three dimensions: LibTorch's linear adds its float32 bias in place into the bfloat16 product
     // (capture/promoting_writes.h).
     auto x = on_device(torch::randn({2, 5, 16}));
-    at::autocast::set_autocast_enabled(kDevice.type(), true);
-    at::autocast::set_autocast_dtype(kDevice.type(), at::kBFloat16);
-    auto want = eager->forward(x).to(torch::kFloat).pow(2).mean();
-    auto got = compiled(x).to(torch::kFloat).pow(2).mean();
-    at::autocast::set_autocast_enabled(kDevice.type(), false);
-    at::autocast::clear_cache();
+    torch::Tensor want, got;
+    {
+      AutocastRegion region;
+      want = eager->forward(x).to(torch::kFloat).pow(2).mean();
+      got = compiled(x).to(torch::kFloat).pow(2).mean();
+    }
     want.backward();
     got.backward();
     // The same casts and kernels; a fused group may round an intermediate once where eager rounds
