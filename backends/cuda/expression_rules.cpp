@@ -68,18 +68,6 @@ class NodeView {
 
 using Rule = std::function<std::string(const NodeView&)>;
 
-// `v`, rounded as a value of `dtype` would be (casts, and constants compared against a tensor of
-// that dtype, which ATen converts to the tensor's dtype before comparing).
-std::string rounded(const std::string& v, c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float: return v;
-    case c10::ScalarType::Half: return fmt::format("zn_round_half({})", v);
-    case c10::ScalarType::BFloat16: return fmt::format("zn_round_bf16({})", v);
-    case c10::ScalarType::Bool: return fmt::format("({} != 0.f ? 1.f : 0.f)", v);
-    default: throw Unsupported{fmt::format("a cast to {}", c10::toString(dtype))};
-  }
-}
-
 std::string pow_scalar(const NodeView& n) {
   auto e = n.scalar("exponent");
   auto a = n.value("self");
@@ -317,6 +305,18 @@ std::string float_literal(double v) {
 }
 
 const char* device_prelude() { return kPrelude; }
+
+// `v`, rounded as a value of `dtype` would be (casts, and constants compared against a tensor of
+// that dtype, which ATen converts to the tensor's dtype before comparing).
+std::string rounded(const std::string& v, c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return v;
+    case c10::ScalarType::Half: return fmt::format("zn_round_half({})", v);
+    case c10::ScalarType::BFloat16: return fmt::format("zn_round_bf16({})", v);
+    case c10::ScalarType::Bool: return fmt::format("({} != 0.f ? 1.f : 0.f)", v);
+    default: throw Unsupported{fmt::format("a cast to {}", c10::toString(dtype))};
+  }
+}
 
 bool has_expression_rule(const std::string& qualified_name) { return rules().count(qualified_name) > 0; }
 

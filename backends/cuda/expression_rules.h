@@ -29,6 +29,10 @@ std::string float_literal(double v);
 /// The device helpers (loads and stores converting to float32, NaN-propagating max/min, ...).
 const char* device_prelude();
 
+/// The float expression `v` rounded as a value of `dtype` would be: unchanged for float32, through
+/// float16 or bfloat16 and back for those, 0 or 1 for bool. Throws Unsupported for other dtypes.
+std::string rounded(const std::string& v, c10::ScalarType dtype);
+
 /// Whether `qualified_name` ("aten::add.Tensor") has an expression rule.
 bool has_expression_rule(const std::string& qualified_name);
 

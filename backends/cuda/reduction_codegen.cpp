@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -149,6 +150,7 @@ class Generator {
     for (const auto& node : group_.nodes) {
       auto r = ir::row_reduction(group_, node);
       if (!r) continue;
+      reduced_.insert(r->input);
       const auto& sizes = group_.value(r->input).type.sizes;
       if (inner_ == 0) {
         shape_ = sizes;
@@ -270,7 +272,12 @@ class Generator {
       }
       case Kind::LayerNorm: result = layer_norm(node, x); break;
     }
-    named_[node.outputs.at(0)] = Named{result.name, result.domain, result.level};
+    const int out = node.outputs.at(0);
+    const auto dtype = type_of(out).dtype;
+    if (reduced_.count(out) && (dtype == at::kHalf || dtype == at::kBFloat16)) {
+      result = emit(result.domain, result.level, rounded(result.name, dtype));  // read again by a reduction
+    }
+    named_[out] = Named{result.name, result.domain, result.level};
   }
 
   Named layer_norm(const ir::Node& node, const Named& x) {
@@ -334,7 +341,17 @@ class Generator {
         throw Unsupported{fmt::format("{} broadcasts per-row results of different shapes", node.qualified_name())};
       }
     }
-    const Named result = emit(domain, level, expression(group_, node, names));
+    std::string value = expression(group_, node, names);
+    // A float16 or bfloat16 row that a reduction reads is held as eager holds it, rounded to its
+    // dtype, for the reduction and every other reader alike (relu(x - amax(x)) stays 0). Smooth
+    // reductions hardly care; a softmax does where the rounding decides the row: a float16 score
+    // plus float16's lowest (-65504, what models mask with) rounds to a multiple of 32, so eager
+    // weighs a query whose every key is masked evenly, where float32 registers would give the
+    // softmax of its scores.
+    const int out = node.outputs.at(0);
+    const auto dtype = type_of(out).dtype;
+    if (reduced_.count(out) && (dtype == at::kHalf || dtype == at::kBFloat16)) value = rounded(value, dtype);
+    const Named result = emit(domain, level, value);
     for (int id : node.outputs) named_[id] = result;
   }
 
@@ -497,6 +514,7 @@ class Generator {
   int inner_ = 0;
   std::vector<Operand> operands_;
   std::map<int, Named> named_;
+  std::set<int> reduced_;  // the values reductions read
   std::vector<Statement> statements_;
   std::vector<Accumulation> accumulations_;
   std::vector<Named> outputs_;
