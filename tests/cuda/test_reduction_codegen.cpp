@@ -1,10 +1,13 @@
 // The row-reduction code generator, without a GPU: every reduction and normalization group (with
 // elementwise prologues and epilogues) compiles cleanly with NVRTC for sm_90, keys follow the
 // shape class (not the sizes), arguments follow the documented layout, and groups it cannot run
-// say why. Numerics are checked against eager on the GPU (tests/gpu/test_jit_cuda.cpp).
+// say why, and 16-bit values a reduction reads are rounded as eager stores them. Numerics are
+// checked against eager on the GPU (tests/gpu/test_jit_cuda_reductions.cpp).
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <set>
+#include <sstream>
 
 #include <ATen/ATen.h>
 
@@ -139,6 +142,29 @@ TEST(ReductionCodegen, MaskedSoftmaxAndLateLayerNormWeightsCompile) {
   int ln = late.op("aten::layer_norm", "", {value("input", x), ints("normalized_shape", {16}), value("weight", w),
                                            none("bias"), real("eps", 1e-5), flag("cudnn_enable", true)});
   expect_compiles(generate_or_fail(late.finish({ln})));
+}
+
+// A 16-bit value a reduction reads is rounded to its dtype where it is computed (eager stores it
+// so; over float16 scores plus -65504 the rounding decides a softmax), and only such a value: the
+// scaled scores, read by nothing but the add, stay in float32 registers; float32 rounds nothing.
+TEST(ReductionCodegen, SixteenBitRowsAreReadAsEagerHoldsThem) {
+  const std::pair<c10::ScalarType, const char*> dtypes[] = {{at::kHalf, "zn_round_half("},
+                                                            {at::kBFloat16, "zn_round_bf16("}};
+  for (const auto& [dtype, rounding] : dtypes) {
+    const auto kernel = generate_or_fail(attention_softmax({2, 3, 8, 40}, dtype, false));
+    const auto body = kernel.source.substr(kernel.source.find("__global__"));
+    // Each sweep over the row recomputes the prologue: one statement, repeated.
+    std::set<std::string> statements;
+    std::istringstream lines(body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(rounding) != std::string::npos) statements.insert(line.substr(line.find_first_not_of(' ')));
+    }
+    EXPECT_EQ(statements.size(), 1u) << c10::toString(dtype) << ": the masked scores alone\n" << body;
+    expect_compiles(kernel);
+  }
+  const auto float32 = generate_or_fail(attention_softmax({2, 3, 8, 40}, at::kFloat, false)).source;
+  const auto body = float32.substr(float32.find("__global__"));
+  EXPECT_EQ(body.find("zn_round_"), std::string::npos) << body;
 }
 
 TEST(ReductionCodegen, KeysHoldTheShapeClassNotTheSizes) {

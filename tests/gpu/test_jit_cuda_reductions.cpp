@@ -1,7 +1,8 @@
 // The JIT CUDA backend's row kernels on the GPU: reductions (sum, mean, amax, amin, var, std) and
 // normalizations (softmax, log_softmax, layer_norm, the RMSNorm pattern), each with an elementwise
 // prologue and epilogue, against eager in float32, float16 and bfloat16, across row lengths and
-// layouts. Labelled `gpu`.
+// layouts, and a float16 softmax decided by eager's rounding (a fully masked attention row).
+// Labelled `gpu`.
 //
 // Tolerances, as max |zenith - eager| / max |eager|:
 //  - float32: 1e-5. Both sides accumulate in float32; only the order of the sums differs (a tree
@@ -170,6 +171,28 @@ TEST_F(JitCudaReductions, AttentionSoftmaxAndNormsAreOneKernelEach) {
     EXPECT_LE(relative_error(y, y_eager), 1e-5) << call_name(call);
   }
   EXPECT_EQ(fast_norm.report().groups, 1) << "residual add and RMSNorm, two outputs, one kernel";
+}
+
+// Attention's softmax over float16 scores plus an additive mask of float16's lowest, a query whose
+// every key is masked: eager rounds each sum to a multiple of 32 (-65504 for scores within 16 of
+// 0), so it weighs that query's keys about evenly; the kernel must read the sums as eager holds
+// them, not the softmax of the scores its float32 registers would give.
+TEST_F(JitCudaReductions, AFullyMaskedFloat16RowIsWeighedAsEagerRoundsIt) {
+  torch::NoGradGuard no_grad;
+  auto attention = [](at::Tensor scores, at::Tensor mask) { return torch::softmax(scores * 0.125 + mask, -1); };
+  auto fast = compile(attention, strict());
+  const double lowest = static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+  const auto options = torch::TensorOptions().dtype(at::kHalf).device(torch::kCUDA);
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto scores = torch::randn({2, 4, 9, 40}, options) * 8;
+    auto hidden = torch::rand({2, 1, 9, 40}, options.dtype(at::kFloat)) < 0.3;
+    hidden.select(3, 0).fill_(false);
+    hidden.select(2, call % 9).fill_(true);  // that query's every key
+    auto mask = torch::zeros({2, 1, 9, 40}, options).masked_fill(hidden, lowest);
+    auto got = fast(scores, mask), want = attention(scores, mask);
+    EXPECT_LE(relative_error(got, want), tolerance(at::kHalf)) << call_name(call);
+  }
+  EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
 }
 
 TEST_F(JitCudaReductions, ANewSequenceLengthReusesTheKernels) {
