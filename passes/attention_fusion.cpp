@@ -39,6 +39,9 @@ class Matcher {
         returned_(graph.outputs.begin(), graph.outputs.end()) {}
 
   // The pattern ending at node `index` (the product of the probabilities with v), if it is one.
+  /// Patterns that match() left written out for their additive mask (rows_stay_in_range).
+  std::int64_t additive_masks_kept() const { return additive_masks_kept_; }
+
   std::optional<Match> match(std::size_t index) const {
     const auto& context = graph_.nodes[index];
     if (!is_op(&context, "aten::matmul", "")) return std::nullopt;
@@ -225,7 +228,29 @@ class Matcher {
     // swamp them as float32's lowest does in eager's float32 sum, so a fully masked row would
     // come out as the softmax of its scores instead of uniform. bfloat16 has float32's range.
     if (mask.dtype != q.dtype && q.dtype == at::kHalf) return false;
-    return broadcasts_to(mask.sizes, scores);
+    if (!broadcasts_to(mask.sizes, scores)) return false;
+    if (!rows_stay_in_range(*m.mask)) {
+      ++additive_masks_kept_;
+      return false;
+    }
+    return true;
+  }
+
+  // A row of an additive mask whose every entry is large and negative (a query whose every key is
+  // masked: a padded query in Mistral's sliding window, a left-padded one in a causal model) is
+  // eager's and the fused kernels' alike only by accident. Eager's written-out softmax over
+  // float32's lowest plus the scores weighs the keys evenly; PyTorch's fused CUDA kernels give
+  // such a row 0 (measured on an H100, PyTorch 2.11: float32 and bfloat16); and in float16 eager
+  // rounds each sum to a multiple of 32 first. A constant mask shows it has no such row; a mask
+  // that is data (built from an attention mask or a position) may, so it stays written out.
+  bool rows_stay_in_range(int mask) const {
+    const auto data = constant_data(mask);
+    if (!data) return false;
+    const auto entries = data->to(at::kFloat);
+    // 16: the rows' largest logits are then rounded no more coarsely than scores of that size.
+    constexpr double kLargestMaskedLogit = -16;
+    if (entries.dim() == 0) return entries.item<double>() >= kLargestMaskedLogit;
+    return (entries.amax(-1) >= kLargestMaskedLogit).all().item<bool>();
   }
 
   // A mask of `sizes` (rank at most 4) broadcasts to the scores [B, H, T, S].
@@ -254,6 +279,7 @@ class Matcher {
 
   const ir::Graph& graph_;
   const bool cuda_only_;
+  mutable std::int64_t additive_masks_kept_ = 0;  // patterns left for rows_stay_in_range
   const std::vector<int> producers_;
   const std::vector<std::vector<int>> consumers_;
   const std::set<int> returned_;
@@ -361,7 +387,7 @@ std::vector<std::int64_t> fused_attention_layout(const std::vector<std::int64_t>
 }
 
 void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
-  std::int64_t fused = 0, kept = 0;
+  std::int64_t fused = 0, kept = 0, masks_kept = 0;
   std::set<int> refused;  // context values whose rewrite would change a returned type
   for (bool again = true; again;) {
     again = false;
@@ -380,9 +406,12 @@ void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
       refused.insert(out);
       ++kept;
     }
+    // The last scan, which rewrites nothing, sees every pattern left: its count is the pass's.
+    masks_kept = matcher.additive_masks_kept();
   }
   report.counters["fused"] = fused;
   if (kept) report.counters["type_would_change"] = kept;
+  if (masks_kept) report.counters["additive_mask_kept"] = masks_kept;
 }
 
 }  // namespace zenith::passes

@@ -16,6 +16,13 @@
 // cast to bfloat16 for them (finite values saturating at its lowest, so that float32's lowest
 // stays finite). A float32 mask beside float16 stays as written: float16 cannot hold its range.
 //
+// An additive mask fuses only as a constant whose every row has an entry of at least -16. For a
+// query whose every key is masked, eager's written-out softmax over float32's lowest plus the
+// scores weighs the keys evenly, PyTorch's fused CUDA kernels give 0, and in float16 eager rounds
+// each sum to a multiple of 32 first; a mask that is data (a padding or position mask) may hide
+// every key from some query. Such attention runs written out, its softmax reading 16-bit sums
+// rounded as eager holds them (backends/cuda/reduction_codegen.h).
+//
 // The fused kernels hand back their result over [batch, sequence, heads, dim] memory, transposed
 // to [batch, heads, sequence, dim]; the node is typed so, and the views after it (the usual merge
 // of the heads, transpose(1, 2) then reshape) are typed again and become free views. Should
@@ -44,7 +51,9 @@ class AttentionFusion : public Pass {
   /// intermediate values (the scores, the scaled or masked scores, the probabilities) has another
   /// reader or is returned, when q, k and v are not 4-d tensors of one floating dtype, when the
   /// mask's dtype is neither theirs nor (in autocast's form) float32 or it does not broadcast to
-  /// the scores, or when a returned value's type would change.
+  /// the scores, or when a returned value's type would change. Counter "additive_mask_kept":
+  /// patterns left written out because their additive mask is data, or a constant with a row of
+  /// only large negative entries (a query whose every key is masked).
   void run(ir::Graph& graph, PassReport& report) override;
 
  private:

@@ -34,7 +34,7 @@ struct Spec {
   bool float32_softmax = false;
   bool bool_by_where = false;  // written out: where(mask, scores, lowest) instead of masked_fill(-inf)
   bool merge_heads = false;
-  bool blind_row = false;      // one query sees no key (scaled_dot_product_attention, bool mask)
+  bool blind_row = false;      // one query sees no key (a bool mask, or written out with an additive one)
   double spread = 1;           // q and k values in [-spread, spread] * dim^-1/4
   c10::ScalarType dtype = at::kFloat;
 
@@ -106,8 +106,11 @@ class SpecDraw : SeededDraws {
     s.mask = pick({Mask::None, Mask::Additive, Mask::Bias, Mask::Bool, Mask::Bool, Mask::CausalBuilt, Mask::IsCausal});
     if (s.written_out && s.mask == Mask::IsCausal) s.mask = Mask::CausalBuilt;
     if (s.mask_is_input()) s.mask_shape = mask_shape(s);
-    s.blind_row = !s.written_out && s.mask == Mask::Bool && s.mask_shape.size() >= 2 &&
-                  s.mask_shape[s.mask_shape.size() - 2] > 1 && chance(0.5);
+    // A query that sees no key: through scaled_dot_product_attention with a bool mask (0 in eager's
+    // math and efficient kernels), or written out with the dtype's lowest as its additive mask
+    // throughout (eager's sums decide it: the average of the values).
+    const bool can_blind = (!s.written_out && s.mask == Mask::Bool) || (s.written_out && s.mask == Mask::Additive);
+    s.blind_row = can_blind && s.mask_shape.size() >= 2 && s.mask_shape[s.mask_shape.size() - 2] > 1 && chance(0.5);
     if (s.written_out) {
       s.scaling = pick({Scaling::Multiply, Scaling::Divide, Scaling::Unscaled});
       s.float32_softmax = dtype != at::kFloat && chance(0.5);

@@ -2,8 +2,9 @@
 // eager's scaled_dot_product_attention on fresh inputs: a decode step's grouped queries over a
 // static cache with the unwritten slots masked, more keys than one tile and more rows than one
 // block, bool masks that differ by row, a query that sees no key (0, where eager's cuDNN backend
-// differs), no mask with an explicit scale, strided operands, and a prompt's many queries, which
-// stay on PyTorch's kernels. Labelled gpu.
+// differs), a query whose every key carries the lowest finite mask (0, as PyTorch's kernels give),
+// no mask with an explicit scale, strided operands, and a prompt's many queries, which stay on
+// PyTorch's kernels. Labelled gpu.
 //
 // Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
 // the kernel sums keys in another order and takes exp2 of log2-scaled scores); float16 1e-2 and
@@ -153,6 +154,38 @@ TEST_F(JitCudaAttention, AQuerySeeingNoKeyIsZeroAsInPyTorchsMathAndEfficientKern
     }
   }
   EXPECT_EQ(nodes_on(fast.report(), "jit_cuda"), 1) << fast.report().to_string();
+}
+
+// float32's and bfloat16's lowest finite value is what models fill additive masks with. For a query
+// whose every key carries it, PyTorch's fused CUDA kernels give 0 (measured on an H100, PyTorch
+// 2.11; the written-out softmax would weigh the keys evenly, which is why attention fusion leaves
+// such masks written out), and so does the kernel: scaled by log2(e) the mask is -inf.
+TEST_F(JitCudaAttention, AQueryWhoseKeysAllCarryTheLowestFiniteMaskIsZeroAsInPyTorchsKernels) {
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    return at::scaled_dot_product_attention(q, k, v, mask);
+  };
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const double lowest = dtype == at::kFloat ? static_cast<double>(std::numeric_limits<float>::lowest())
+                                              : static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    auto fast = compile(fn, strict());
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto q = torch::randn({1, 2, 3, 64}, options);
+      auto k = torch::randn({1, 2, 50, 64}, options);
+      auto v = torch::randn({1, 2, 50, 64}, options);
+      auto hidden = torch::rand({1, 2, 3, 50}, options.dtype(at::kFloat)) < 0.4;
+      hidden.select(3, 0).fill_(false);
+      const std::int64_t blind = call % 3;
+      hidden.select(2, blind).fill_(true);  // every key of that query carries the lowest value
+      auto mask = torch::zeros({1, 2, 3, 50}, options).masked_fill(hidden, lowest);
+      auto got = fast(q, k, v, mask).to(at::kFloat);
+      EXPECT_LE(relative_error(got, fn(q, k, v, mask).to(at::kFloat)), tolerance(dtype)) << call_name(call);
+      EXPECT_EQ(got.select(2, blind).abs().max().item<float>(), 0.f) << call_name(call);
+    }
+    EXPECT_EQ(nodes_on(fast.report(), "jit_cuda"), 1) << fast.report().to_string();
+  }
 }
 
 TEST_F(JitCudaAttention, NoMaskAndAnExplicitScale) {

@@ -1,9 +1,9 @@
 // Attention fusion: the attention written out by hand becomes one scaled_dot_product_attention
-// node in the forms models write it (scale as mul or div or none, additive mask on either side or
-// none, a constant causal mask filling the scores by masked_fill or where, and autocast's float32
-// softmax between float16 or bfloat16 products), the head merge after
-// it is typed again as a free view, and patterns whose intermediates are read elsewhere are left
-// alone. Results are checked against the unfused graph on fresh inputs.
+// node in the forms models write it (scale as mul or div or none, a constant additive mask on
+// either side or none, a constant causal mask filling the scores by masked_fill or where, and
+// autocast's float32 softmax between float16 or bfloat16 products), the head merge after it is
+// typed again as a free view, and patterns whose intermediates are read elsewhere, or whose mask
+// is data, are left alone. Results are checked against the unfused graph on fresh inputs.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -59,11 +59,21 @@ int scores_and_values(Attention& a, int x, std::optional<c10::ScalarType> autoca
 // x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
 // With `autocast`, as a CUDA autocast region records it: q, k and v cast to that dtype, the
 // float32 mask promoting the scores, a float32 softmax, its result cast back for the product.
+// The additive mask [B, 1, 1, T] is a constant (0 or -1e4, key 0 seen by every query), or with
+// `mask_is_input` an input.
 void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at::kFloat,
-           std::optional<c10::ScalarType> autocast = std::nullopt) {
+           std::optional<c10::ScalarType> autocast = std::nullopt, bool mask_is_input = false) {
   auto& b = a.builder;
   int x = b.input({kBatch, kTokens, kHeads * kDim});
-  int additive = b.input({kBatch, 1, 1, kTokens}, mask_dtype);
+  int additive = -1;
+  if (mask_is_input) {
+    additive = b.input({kBatch, 1, 1, kTokens}, mask_dtype);
+  } else if (mask != Mask::None) {
+    at::manual_seed(5);
+    auto hidden = at::rand({kBatch, 1, 1, kTokens}) < 0.3;
+    hidden.select(3, 0).fill_(false);
+    additive = b.constant(at::zeros({kBatch, 1, 1, kTokens}).masked_fill(hidden, -1e4).to(mask_dtype));
+  }
   const int v = scores_and_values(a, x, autocast);
   int scaled = a.scores;
   if (scale == Scale::Mul) scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
@@ -159,28 +169,26 @@ TEST(AttentionFusion, AutocastsFloat32SoftmaxBecomesOneFusedNode) {
     }
     EXPECT_NO_THROW(ir::verify(graph));
     EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
-    // Masks of 0 and float32's lowest (-3.4e38, what models fill with), one batch's keys all
-    // masked: eager's float32 softmax makes that row uniform; float32's lowest rounded to -inf
-    // would make it NaN. 0.03: eager rounds the scores and the probabilities to the 8-bit
-    // significand of bfloat16 (2^-8 apart) before the product, the fused kernel neither: a few
-    // such steps on results of size 1.
+    // 0.03: eager rounds the scores and the probabilities to the 8-bit significand of bfloat16
+    // (2^-8 apart) before the product, the fused kernel neither: a few such steps on results of
+    // size 1.
     at::manual_seed(23);
     for (int draw = 0; draw < 2; ++draw) {
       auto inputs = a.builder.example_inputs();
       inputs[0] = at::randn_like(inputs[0]);
-      auto keep = at::rand_like(inputs[1]) < 0.6;
-      keep[1].fill_(false);
-      inputs[1] = at::where(keep, 0.0, std::numeric_limits<float>::lowest()).to(at::kFloat);
       auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
       EXPECT_FALSE(got[0].isnan().any().item<bool>()) << "draw " << draw;
       EXPECT_TRUE(at::allclose(got[0].to(at::kFloat), want[0].to(at::kFloat), 0.03, 0.03)) << "draw " << draw;
     }
   }
   // q, k and v in float32 with a float32 softmax cast down: not autocast's form. A float32 mask
-  // beside float16: float16 cannot hold float32's lowest without changing a fully masked row.
-  for (auto dtype : {at::kFloat, at::kHalf}) {
+  // beside float16: float16 cannot hold float32's lowest without changing a fully masked row. A
+  // float32 mask that is data beside bfloat16: it may hide every key from a query
+  // (AdditiveMasksFuseOnlyAsConstantsWhoseEveryRowSeesAKey).
+  const std::pair<c10::ScalarType, bool> kept[] = {{at::kFloat, false}, {at::kHalf, false}, {at::kBFloat16, true}};
+  for (const auto& [dtype, mask_is_input] : kept) {
     Attention a;
-    build(a, Scale::Mul, Mask::Right, at::kFloat, dtype);
+    build(a, Scale::Mul, Mask::Right, at::kFloat, dtype, mask_is_input);
     auto graph = a.builder.finish({a.merged});
     PassReport report;
     AttentionFusion(false).run(graph, report);
@@ -303,6 +311,66 @@ TEST(AttentionFusion, LeavesPatternsWhoseIntermediatesAreReadElsewhere) {
   PassReport report;
   AttentionFusion(false).run(graph, report);
   EXPECT_EQ(report.counters["fused"], 0);
+}
+
+// Written-out attention in `dtype` with an additive mask of that dtype: an input, or the constant
+// `constant_mask` [T, T].
+ir::Graph build_masked(Attention& a, c10::ScalarType dtype, const std::optional<at::Tensor>& constant_mask) {
+  auto& b = a.builder;
+  int x = b.input({kBatch, kTokens, kHeads * kDim}, dtype);
+  int mask = constant_mask ? b.constant(constant_mask->to(dtype)) : b.input({kBatch, 1, 1, kTokens}, dtype);
+  const int v = scores_and_values(a, x);
+  int scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
+  int masked = b.op("aten::add", "Tensor", {value("self", scaled), value("other", mask), scalar("alpha", 1)});
+  a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
+  a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
+  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
+  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+  return b.finish({a.merged});
+}
+
+// For a query whose every key is masked by the dtype's lowest, eager's written-out softmax weighs
+// the keys evenly (in float16 after rounding each sum to a multiple of 32) and PyTorch's fused CUDA
+// kernels give 0. So a mask that is data stays written out (it may hide every key from some
+// query), as does a constant one with such a row; a constant causal mask, whose every query sees
+// a key, fuses.
+TEST(AttentionFusion, AdditiveMasksFuseOnlyAsConstantsWhoseEveryRowSeesAKey) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const double lowest = dtype == at::kHalf       ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
+                          : dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                                                   : static_cast<double>(std::numeric_limits<float>::lowest());
+    const auto causal = at::zeros({kTokens, kTokens}).masked_fill(causal_masked(), lowest);
+    auto blind = causal.clone();
+    blind.select(0, 3).fill_(lowest);  // query 3 sees no key
+    const std::optional<at::Tensor> kept[] = {std::nullopt, blind};
+    for (const auto& mask : kept) {
+      Attention a;
+      auto graph = build_masked(a, dtype, mask);
+      PassReport report;
+      AttentionFusion(false).run(graph, report);
+      EXPECT_EQ(report.counters["fused"], 0) << (mask ? "a constant mask with a blind row" : "a mask that is an input");
+      EXPECT_EQ(report.counters["additive_mask_kept"], 1);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 1);
+    }
+    Attention a;
+    const auto before = build_masked(a, dtype, causal);
+    PassReport report;
+    auto graph = before;
+    AttentionFusion(false).run(graph, report);
+    EXPECT_EQ(report.counters["fused"], 1);
+    EXPECT_EQ(report.counters.count("additive_mask_kept"), 0u);
+    // Fresh inputs; 1e-5 (float32: another order of sums), 2e-2 (float16) and 6e-2 (bfloat16):
+    // eager rounds the scores and the probabilities to the dtype before the product, the fused
+    // kernel neither.
+    at::manual_seed(29);
+    for (int draw = 0; draw < 2; ++draw) {
+      const std::vector<at::Tensor> inputs = {at::randn({kBatch, kTokens, kHeads * kDim}).to(dtype)};
+      auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
+      const double tolerance = dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 2e-2 : 6e-2;
+      EXPECT_TRUE(at::allclose(got[0].to(at::kFloat), want[0].to(at::kFloat), tolerance, tolerance)) << "draw " << draw;
+    }
+  }
 }
 
 TEST(AttentionFusion, KeepsTheTypeOfWhatTheModuleReturns) {
