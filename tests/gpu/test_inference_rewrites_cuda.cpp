@@ -4,7 +4,8 @@
 // network's convolutions run channels-last over weight copies kept as derived values
 // (passes/channels_last_convolutions.h, runtime/derived_values.h), projections of one input
 // run as one product over their weights concatenated (passes/sibling_products.h), a derived value
-// too. Every call has fresh inputs, the third and later replay a CUDA graph, and parameters and
+// too, and a number made on the CPU from a size read on the device
+// (passes/scalar_constants_on_device.h). Every call has fresh inputs, the third and later replay a CUDA graph, and parameters and
 // buffers updated in place or replaced between calls are seen. Label gpu.
 #include <gtest/gtest.h>
 
@@ -251,6 +252,31 @@ TEST(InferenceRewritesCuda, HandWrittenAttentionWithAPaddingMaskMatchesEager) {
     EXPECT_EQ(fast.stats().derived_computations, 3) << "after a weight was replaced";
     EXPECT_EQ(fast.stats().eager_calls, 0);
     EXPECT_GT(fast.stats().graph_replays, 0);
+  }
+}
+
+// A number made on the CPU from a size, as traces make them (DeBERTa divides its scores by the
+// square root of its head size): folded to a 0-d CPU constant, read by the CUDA division as a copy
+// on the device, so nothing breaks the plan; a new size is a new signature with its own number.
+TEST(InferenceRewritesCuda, ANumberMadeFromASizeOnTheCpuStaysInThePlan) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  auto fn = [](at::Tensor x) {
+    auto scale = at::scalar_tensor(static_cast<double>(x.size(-1))).sqrt();
+    return at::relu(x) / scale.to(x.scalar_type());
+  };
+  auto fast = compile(fn, no_fallback("a number from a size"));
+  torch::manual_seed(9);
+  for (std::int64_t width : {64, 16}) {
+    for (int call = 0; call < kCalls; ++call) {
+      auto x = torch::randn({4, width}, torch::TensorOptions().device(kDevice));
+      // 1e-6: one division either way; ATen's kernel and the generated one may round alike or a
+      // unit apart.
+      EXPECT_LE(relative_error(fast(x), fn(x)), 1e-6) << "width " << width << ", call " << call;
+    }
+    const auto report = fast.report();
+    EXPECT_TRUE(report.graph_breaks.empty()) << report.to_string();
+    EXPECT_EQ(pass_counter(report, "scalar_constants_on_device", "moved"), 1) << report.to_string();
   }
 }
 

@@ -361,7 +361,7 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   // Per pass, in pipeline order: its name and one counter's expected value.
   const std::vector<std::tuple<std::string, std::string, std::int64_t>> expected = {
       {"identities", "removed", 0},   {"decompose_batch_norm", "decomposed", 0}, {"fold_constants", "folded", 1},
-      {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"reduction_casts", "folded", 0},
+      {"scalar_constants_on_device", "moved", 0}, {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"reduction_casts", "folded", 0},
       {"fuse_attention", "fused", 0}, {"grouped_query_attention", "ungrouped", 0},
       {"rotary_embedding", "rewritten", 0}, {"concatenate_sibling_products", "concatenated", 0},
       {"dce", "removed", 1},          {"cast_copies", "rewritten", 0},
@@ -373,9 +373,9 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
     EXPECT_EQ(reports[k].name, name);
     EXPECT_EQ(reports[k].counters[counter], value) << name << " " << counter;
   }
-  EXPECT_EQ(reports[12].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[13].counters["fused_nodes"], 3);
   EXPECT_EQ(reports[2].nodes_before, 6);
-  EXPECT_EQ(reports[10].nodes_after, 3);
+  EXPECT_EQ(reports[11].nodes_after, 3);
   // A training step's forward and backward: none of the three inference rewrites.
   const auto training = PassManager::default_pipeline({}, /*inference=*/false).run(before_copy);
   EXPECT_EQ(training.size(), expected.size() - 3);
