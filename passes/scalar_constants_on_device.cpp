@@ -5,6 +5,8 @@
 #include <utility>
 #include <variant>
 
+#include <ATen/Context.h>
+
 namespace zenith::passes {
 
 void ScalarConstantsOnDevice::run(ir::Graph& graph, PassReport& report) {
@@ -13,7 +15,9 @@ void ScalarConstantsOnDevice::run(ir::Graph& graph, PassReport& report) {
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     if (graph.nodes[n].outputs.empty()) continue;
     const auto device = graph.value(graph.nodes[n].outputs.front()).type.device;
-    if (device.is_cpu() || device.is_meta()) continue;
+    // CUDA only, where the device backends are; and only with a device to copy to (tests retype
+    // CPU captures to CUDA on machines without one, to compile their kernels).
+    if (!device.is_cuda() || !at::hasCUDA()) continue;
     for (auto& arg : graph.nodes[n].args) {
       auto* ref = std::get_if<ir::ValueRef>(&arg.value);
       if (ref == nullptr) continue;

@@ -4,7 +4,8 @@
 // device backends take tensors of their device only, so the op would break the plan and run
 // eagerly between kernels. Where the tensor is a constant (sizes fold to constants in a plan of
 // exact sizes), a copy of it on the op's device is the same operand: a 0-d tensor takes part in
-// type promotion alike on either device, and its value is the one the capture fixed.
+// type promotion alike on either device, and its value is the one the capture fixed. CUDA only,
+// and only where a CUDA device is present to hold the copy.
 #pragma once
 
 #include "passes/pass.h"
