@@ -38,10 +38,10 @@ class Matcher {
       : graph_(graph), cuda_only_(cuda_only), producers_(graph.producers()), consumers_(graph.consumers()),
         returned_(graph.outputs.begin(), graph.outputs.end()) {}
 
-  // The pattern ending at node `index` (the product of the probabilities with v), if it is one.
-  /// Patterns that match() left written out for their additive mask (rows_stay_in_range).
+  // Patterns that match() left written out for their additive mask (rows_stay_in_range).
   std::int64_t additive_masks_kept() const { return additive_masks_kept_; }
 
+  // The pattern ending at node `index` (the product of the probabilities with v), if it is one.
   std::optional<Match> match(std::size_t index) const {
     const auto& context = graph_.nodes[index];
     if (!is_op(&context, "aten::matmul", "")) return std::nullopt;

@@ -360,11 +360,19 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   auto reports = PassManager::default_pipeline({}, /*inference=*/true).run(g);
   // Per pass, in pipeline order: its name and one counter's expected value.
   const std::vector<std::tuple<std::string, std::string, std::int64_t>> expected = {
-      {"identities", "removed", 0},   {"decompose_batch_norm", "decomposed", 0}, {"fold_constants", "folded", 1},
-      {"scalar_constants_on_device", "moved", 0}, {"cse", "merged", 1},           {"round_trip_casts", "removed", 0},        {"reduction_casts", "folded", 0},
-      {"fuse_attention", "fused", 0}, {"grouped_query_attention", "ungrouped", 0},
-      {"rotary_embedding", "rewritten", 0}, {"concatenate_sibling_products", "concatenated", 0},
-      {"dce", "removed", 1},          {"cast_copies", "rewritten", 0},
+      {"identities", "removed", 0},
+      {"decompose_batch_norm", "decomposed", 0},
+      {"fold_constants", "folded", 1},
+      {"scalar_constants_on_device", "moved", 0},
+      {"cse", "merged", 1},
+      {"round_trip_casts", "removed", 0},
+      {"reduction_casts", "folded", 0},
+      {"fuse_attention", "fused", 0},
+      {"grouped_query_attention", "ungrouped", 0},
+      {"rotary_embedding", "rewritten", 0},
+      {"concatenate_sibling_products", "concatenated", 0},
+      {"dce", "removed", 1},
+      {"cast_copies", "rewritten", 0},
       {"fuse_elementwise", "groups", 1},  // tanh -> mul -> add
   };
   ASSERT_EQ(reports.size(), expected.size());
