@@ -12,12 +12,13 @@ namespace zenith::passes {
 void ScalarConstantsOnDevice::run(ir::Graph& graph, PassReport& report) {
   std::map<std::pair<int, std::string>, int> copies;  // (CPU constant, device) -> its copy there
   std::int64_t moved = 0;
-  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+  // CUDA only, where the device backends are; and only with a device to copy to (tests retype CPU
+  // captures to CUDA on machines without one, to compile their kernels).
+  const bool have_cuda = at::hasCUDA();
+  for (std::size_t n = 0; n < graph.nodes.size() && have_cuda; ++n) {
     if (graph.nodes[n].outputs.empty()) continue;
     const auto device = graph.value(graph.nodes[n].outputs.front()).type.device;
-    // CUDA only, where the device backends are; and only with a device to copy to (tests retype
-    // CPU captures to CUDA on machines without one, to compile their kernels).
-    if (!device.is_cuda() || !at::hasCUDA()) continue;
+    if (!device.is_cuda()) continue;
     for (auto& arg : graph.nodes[n].args) {
       auto* ref = std::get_if<ir::ValueRef>(&arg.value);
       if (ref == nullptr) continue;

@@ -165,6 +165,17 @@ class Generator {
 
   const ir::TensorType& type_of(int id) const { return group_.value(id).type; }
 
+  // A float16 or bfloat16 value that a reduction reads is held as eager holds it, rounded to its
+  // dtype where it is computed, for the reduction and every other reader alike (relu(x - amax(x))
+  // stays 0). Smooth reductions hardly care; a softmax does where the rounding decides the row: a
+  // float16 score plus float16's lowest (-65504, what models mask with) rounds to a multiple of
+  // 32, so eager weighs a query whose every key is masked evenly, where float32 registers would
+  // give the softmax of its scores.
+  bool held_rounded(int id) const {
+    const auto dtype = type_of(id).dtype;
+    return reduced_.count(id) > 0 && (dtype == at::kHalf || dtype == at::kBFloat16);
+  }
+
   Operand classify(int id, Domain domain) const {
     check_operand(group_, id);
     const auto& type = type_of(id);
@@ -273,9 +284,8 @@ class Generator {
       case Kind::LayerNorm: result = layer_norm(node, x); break;
     }
     const int out = node.outputs.at(0);
-    const auto dtype = type_of(out).dtype;
-    if (reduced_.count(out) && (dtype == at::kHalf || dtype == at::kBFloat16)) {
-      result = emit(result.domain, result.level, rounded(result.name, dtype));  // read again by a reduction
+    if (held_rounded(out)) {
+      result = emit(result.domain, result.level, rounded(result.name, type_of(out).dtype));  // reduced again
     }
     named_[out] = Named{result.name, result.domain, result.level};
   }
@@ -342,15 +352,8 @@ class Generator {
       }
     }
     std::string value = expression(group_, node, names);
-    // A float16 or bfloat16 row that a reduction reads is held as eager holds it, rounded to its
-    // dtype, for the reduction and every other reader alike (relu(x - amax(x)) stays 0). Smooth
-    // reductions hardly care; a softmax does where the rounding decides the row: a float16 score
-    // plus float16's lowest (-65504, what models mask with) rounds to a multiple of 32, so eager
-    // weighs a query whose every key is masked evenly, where float32 registers would give the
-    // softmax of its scores.
     const int out = node.outputs.at(0);
-    const auto dtype = type_of(out).dtype;
-    if (reduced_.count(out) && (dtype == at::kHalf || dtype == at::kBFloat16)) value = rounded(value, dtype);
+    if (held_rounded(out)) value = rounded(value, type_of(out).dtype);
     const Named result = emit(domain, level, value);
     for (int id : node.outputs) named_[id] = result;
   }

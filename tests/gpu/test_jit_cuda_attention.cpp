@@ -48,15 +48,18 @@ class JitCudaAttention : public ::testing::Test {
   }
 };
 
+// The lowest finite value of `dtype`, what models fill additive masks with.
+double lowest(c10::ScalarType dtype) {
+  return dtype == at::kHalf       ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
+         : dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                                  : static_cast<double>(std::numeric_limits<float>::lowest());
+}
+
 // A static cache's mask for a token at `position`: 0 up to it, the lowest finite value after, as
 // a decoder builds it.
 at::Tensor cache_mask(std::int64_t position, std::int64_t slots, const torch::TensorOptions& options) {
   auto slot = torch::arange(slots, options.dtype(at::kLong)).unsqueeze(0);
-  const auto dtype = options.dtype().toScalarType();
-  const double lowest = dtype == at::kHalf       ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
-                        : dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
-                                                 : static_cast<double>(std::numeric_limits<float>::lowest());
-  return torch::zeros({1, slots}, options).masked_fill(slot > position, lowest);
+  return torch::zeros({1, slots}, options).masked_fill(slot > position, lowest(options.dtype().toScalarType()));
 }
 
 TEST_F(JitCudaAttention, ADecodeStepOverAStaticCacheRunsInTheKernel) {
@@ -167,8 +170,6 @@ TEST_F(JitCudaAttention, AQueryWhoseKeysAllCarryTheLowestFiniteMaskIsZeroAsInPyT
   };
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
-    const double lowest = dtype == at::kFloat ? static_cast<double>(std::numeric_limits<float>::lowest())
-                                              : static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
     auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
     auto fast = compile(fn, strict());
     for (int call = 0; call < kCallsPerSignature; ++call) {
@@ -179,7 +180,7 @@ TEST_F(JitCudaAttention, AQueryWhoseKeysAllCarryTheLowestFiniteMaskIsZeroAsInPyT
       hidden.select(3, 0).fill_(false);
       const std::int64_t blind = call % 3;
       hidden.select(2, blind).fill_(true);  // every key of that query carries the lowest value
-      auto mask = torch::zeros({1, 2, 3, 50}, options).masked_fill(hidden, lowest);
+      auto mask = torch::zeros({1, 2, 3, 50}, options).masked_fill(hidden, lowest(dtype));
       auto got = fast(q, k, v, mask).to(at::kFloat);
       EXPECT_LE(relative_error(got, fn(q, k, v, mask).to(at::kFloat)), tolerance(dtype)) << call_name(call);
       EXPECT_EQ(got.select(2, blind).abs().max().item<float>(), 0.f) << call_name(call);

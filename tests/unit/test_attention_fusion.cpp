@@ -56,6 +56,23 @@ int scores_and_values(Attention& a, int x, std::optional<c10::ScalarType> autoca
   return v;
 }
 
+// What follows the masked scores: the softmax, the product with v and the heads merged again
+// (transpose(1, 2), reshape). With `autocast`, the softmax in float32 and its result cast back to
+// that dtype for the product.
+void attend(Attention& a, int masked, int v, std::optional<c10::ScalarType> autocast = std::nullopt) {
+  auto& b = a.builder;
+  if (autocast) {
+    a.probabilities = b.op("aten::softmax", "int",
+                           {value("self", masked), scalar("dim", -1), scalar("dtype", static_cast<std::int64_t>(at::kFloat))});
+    a.context = b.op("aten::matmul", "", {value("self", cast(b, a.probabilities, *autocast)), value("other", v)});
+  } else {
+    a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
+    a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
+  }
+  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
+  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+}
+
 // x [B, T, H*D] split into heads as models do (view, transpose), attention, heads merged again.
 // With `autocast`, as a CUDA autocast region records it: q, k and v cast to that dtype, the
 // float32 mask promoting the scores, a float32 softmax, its result cast back for the product.
@@ -85,16 +102,7 @@ void build(Attention& a, Scale scale, Mask mask, c10::ScalarType mask_dtype = at
   if (mask == Mask::Left) {
     masked = b.op("aten::add", "Tensor", {value("self", additive), value("other", scaled), scalar("alpha", 1)});
   }
-  if (autocast) {
-    a.probabilities = b.op("aten::softmax", "int",
-                           {value("self", masked), scalar("dim", -1), scalar("dtype", static_cast<std::int64_t>(at::kFloat))});
-    a.context = b.op("aten::matmul", "", {value("self", cast(b, a.probabilities, *autocast)), value("other", v)});
-  } else {
-    a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
-    a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
-  }
-  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
-  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+  attend(a, masked, v, autocast);
 }
 
 
@@ -217,10 +225,7 @@ ir::Graph build_filled(Attention& a, Fill form, const at::Tensor& masked, double
   } else {
     filled = b.op("aten::where", "ScalarOther", {value("condition", mask), value("self", scaled), real("other", fill)});
   }
-  a.probabilities = b.op("aten::softmax", "int", {value("self", filled), scalar("dim", -1), none("dtype")});
-  a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
-  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
-  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+  attend(a, filled, v);
   return b.finish({a.merged});
 }
 
@@ -322,10 +327,7 @@ ir::Graph build_masked(Attention& a, c10::ScalarType dtype, const std::optional<
   const int v = scores_and_values(a, x);
   int scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
   int masked = b.op("aten::add", "Tensor", {value("self", scaled), value("other", mask), scalar("alpha", 1)});
-  a.probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), none("dtype")});
-  a.context = b.op("aten::matmul", "", {value("self", a.probabilities), value("other", v)});
-  int back = b.op("aten::transpose", "int", {value("self", a.context), scalar("dim0", 1), scalar("dim1", 2)});
-  a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kDim})});
+  attend(a, masked, v);
   return b.finish({a.merged});
 }
 
