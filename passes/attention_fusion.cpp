@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "core/attention_blind_rows.h"
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/meta_values.h"
@@ -30,12 +31,14 @@ struct Match {
   double scale = 1.0;
   // Autocast's form: the softmax computes in float32 and its result is cast down to v's dtype.
   bool float32_softmax = false;
+  // The additive mask may have blind rows: attention_blind_rows follows the fused node.
+  bool blind_rows = false;
 };
 
 class Matcher {
  public:
-  Matcher(const ir::Graph& graph, bool cuda_only)
-      : graph_(graph), cuda_only_(cuda_only), producers_(graph.producers()), consumers_(graph.consumers()),
+  Matcher(const ir::Graph& graph, bool cuda_only, bool blind_rows)
+      : graph_(graph), cuda_only_(cuda_only), blind_rows_(blind_rows), producers_(graph.producers()), consumers_(graph.consumers()),
         returned_(graph.outputs.begin(), graph.outputs.end()) {}
 
   // Patterns that match() left written out for their additive mask (rows_stay_in_range).
@@ -203,7 +206,7 @@ class Matcher {
   // q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] of one floating dtype on one device; the mask
   // of that dtype, broadcasting to the scores [B, H, T, S]. In autocast's form q, k and v are
   // float16 or bfloat16 and the mask and the masked scores may be float32.
-  bool operands_fit(const Match& m, const ir::TensorType& scores) const {
+  bool operands_fit(Match& m, const ir::TensorType& scores) const {
     const auto& q = graph_.value(m.q).type;
     const auto& k = graph_.value(m.k).type;
     const auto& v = graph_.value(m.v).type;
@@ -229,11 +232,15 @@ class Matcher {
     // come out as the softmax of its scores instead of uniform. bfloat16 has float32's range.
     if (mask.dtype != q.dtype && q.dtype == at::kHalf) return false;
     if (!broadcasts_to(mask.sizes, scores)) return false;
-    if (!rows_stay_in_range(*m.mask)) {
-      ++additive_masks_kept_;
-      return false;
+    if (rows_stay_in_range(*m.mask)) return true;
+    // The fused node's blind rows are computed again as written (core/attention_blind_rows.h),
+    // over a mask of q's dtype, as eager adds it to the scores.
+    if (blind_rows_ && mask.dtype == q.dtype) {
+      m.blind_rows = true;
+      return true;
     }
-    return true;
+    ++additive_masks_kept_;
+    return false;
   }
 
   // A row of an additive mask whose every entry is large and negative (a query whose every key is
@@ -247,10 +254,8 @@ class Matcher {
     const auto data = constant_data(mask);
     if (!data) return false;
     const auto entries = data->to(at::kFloat);
-    // 16: the rows' largest logits are then rounded no more coarsely than scores of that size.
-    constexpr double kLargestMaskedLogit = -16;
-    if (entries.dim() == 0) return entries.item<double>() >= kLargestMaskedLogit;
-    return (entries.amax(-1) >= kLargestMaskedLogit).all().item<bool>();
+    if (entries.dim() == 0) return entries.item<double>() >= ir::kBlindRowMaskLimit;
+    return (entries.amax(-1) >= ir::kBlindRowMaskLimit).all().item<bool>();
   }
 
   // A mask of `sizes` (rank at most 4) broadcasts to the scores [B, H, T, S].
@@ -279,6 +284,7 @@ class Matcher {
 
   const ir::Graph& graph_;
   const bool cuda_only_;
+  const bool blind_rows_;
   mutable std::int64_t additive_masks_kept_ = 0;  // patterns left for rows_stay_in_range
   const std::vector<int> producers_;
   const std::vector<std::vector<int>> consumers_;
@@ -368,13 +374,40 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
                 {"is_causal", causal},
                 {"scale", m.scale},
                 {"enable_gqa", false}};
-  fused.outputs = {out};
-  context = std::move(fused);
-  auto& type = result.value(out).type;
-  type.strides = fused_attention_layout(type.sizes);
-  // What reads the result is typed again, on meta tensors, as ATen will lay it out.
-  if (!retype_readers(result, {out}, m.context + 1)) return std::nullopt;
-  splice_nodes(result, m.context, std::move(mask_nodes), std::set<std::size_t>(m.removed.begin(), m.removed.end()));
+  auto laid_out = result.value(out).type;
+  laid_out.strides = fused_attention_layout(laid_out.sizes);
+  if (!m.blind_rows) {
+    fused.outputs = {out};
+    context = std::move(fused);
+    result.value(out).type = laid_out;
+    // What reads the result is typed again, on meta tensors, as ATen will lay it out.
+    if (!retype_readers(result, {out}, m.context + 1)) return std::nullopt;
+    splice_nodes(result, m.context, std::move(mask_nodes), std::set<std::size_t>(m.removed.begin(), m.removed.end()));
+    result.remove_unused_values();
+    return result;
+  }
+  // The fused node's result, then its blind rows as written: the pattern's result.
+  const int attention = result.add_value(laid_out, ir::ValueRole::Intermediate);
+  fused.outputs = {attention};
+  auto blind = make_node(ir::kAttentionBlindRowsOp, "",
+                         {{"attention", ir::ValueRef{attention}},
+                          {"query", ir::ValueRef{m.q}},
+                          {"key", ir::ValueRef{m.k}},
+                          {"value", ir::ValueRef{m.v}},
+                          {"attn_mask", ir::ValueRef{*mask}},
+                          {"scale", m.scale}});
+  try {
+    MetaValues meta(result);
+    type_result(result, meta, blind, out);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  mask_nodes.push_back(std::move(fused));
+  mask_nodes.push_back(std::move(blind));
+  std::set<std::size_t> dropped(m.removed.begin(), m.removed.end());
+  dropped.insert(m.context);
+  const auto after = splice_nodes(result, m.context, std::move(mask_nodes), dropped);
+  if (!retype_readers(result, {out}, after)) return std::nullopt;
   result.remove_unused_values();
   return result;
 }
@@ -387,11 +420,11 @@ std::vector<std::int64_t> fused_attention_layout(const std::vector<std::int64_t>
 }
 
 void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
-  std::int64_t fused = 0, kept = 0, masks_kept = 0;
+  std::int64_t fused = 0, checked = 0, kept = 0, masks_kept = 0;
   std::set<int> refused;  // context values whose rewrite would change a returned type
   for (bool again = true; again;) {
     again = false;
-    Matcher matcher(graph, cuda_only_);
+    Matcher matcher(graph, cuda_only_, blind_rows_);
     for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
       const int out = graph.nodes[n].outputs.empty() ? -1 : graph.nodes[n].outputs.front();
       if (refused.count(out)) continue;
@@ -400,6 +433,7 @@ void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
       if (auto rewritten = rewrite(graph, *found)) {
         graph = std::move(*rewritten);
         ++fused;
+        if (found->blind_rows) ++checked;
         again = true;
         break;
       }
@@ -410,6 +444,7 @@ void AttentionFusion::run(ir::Graph& graph, PassReport& report) {
     masks_kept = matcher.additive_masks_kept();
   }
   report.counters["fused"] = fused;
+  if (checked) report.counters["blind_rows_checked"] = checked;
   if (kept) report.counters["type_would_change"] = kept;
   if (masks_kept) report.counters["additive_mask_kept"] = masks_kept;
 }

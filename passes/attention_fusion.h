@@ -16,12 +16,14 @@
 // cast to bfloat16 for them (finite values saturating at its lowest, so that float32's lowest
 // stays finite). A float32 mask beside float16 stays as written: float16 cannot hold its range.
 //
-// An additive mask fuses only as a constant whose every row has an entry of at least -16. For a
-// query whose every key is masked, eager's written-out softmax over float32's lowest plus the
-// scores weighs the keys evenly, PyTorch's fused CUDA kernels give 0, and in float16 eager rounds
-// each sum to a multiple of 32 first; a mask that is data (a padding or position mask) may hide
-// every key from some query. Such attention runs written out, its softmax reading 16-bit sums
-// rounded as eager holds them (backends/cuda/reduction_codegen.h).
+// An additive mask may hide every key from some query (a blind row: every entry of the mask's row
+// below -16). There eager's written-out softmax over float32's lowest plus the scores weighs the
+// keys evenly, PyTorch's fused CUDA kernels give 0, and in float16 eager rounds each sum to a
+// multiple of 32 first. A constant mask without a blind row fuses as it is. A mask that is data
+// (a padding or position mask), or a constant with a blind row, fuses in inference plans as the
+// fused node followed by zenith::attention_blind_rows (core/attention_blind_rows.h), which computes
+// the blind rows again as written; elsewhere (training) such attention runs written out, its
+// softmax reading 16-bit sums rounded as eager holds them (backends/cuda/reduction_codegen.h).
 //
 // The fused kernels hand back their result over [batch, sequence, heads, dim] memory, transposed
 // to [batch, heads, sequence, dim]; the node is typed so, and the views after it (the usual merge
@@ -44,20 +46,25 @@ std::vector<std::int64_t> fused_attention_layout(const std::vector<std::int64_t>
 class AttentionFusion : public Pass {
  public:
   /// `cuda_only`: fuse only attention on CUDA tensors, where PyTorch has fused kernels for it.
-  /// Tests pass false to check the rewrite's results on the CPU.
-  explicit AttentionFusion(bool cuda_only = true) : cuda_only_(cuda_only) {}
+  /// Tests pass false to check the rewrite's results on the CPU. `blind_rows`: fuse attention whose
+  /// additive mask may have blind rows, with attention_blind_rows after the fused node (inference
+  /// plans; training has no derivative rule for it).
+  explicit AttentionFusion(bool cuda_only = true, bool blind_rows = false)
+      : cuda_only_(cuda_only), blind_rows_(blind_rows) {}
   std::string name() const override { return "fuse_attention"; }
   /// Counter "fused": the attention patterns rewritten. A pattern is left alone when one of its
   /// intermediate values (the scores, the scaled or masked scores, the probabilities) has another
   /// reader or is returned, when q, k and v are not 4-d tensors of one floating dtype, when the
   /// mask's dtype is neither theirs nor (in autocast's form) float32 or it does not broadcast to
-  /// the scores, or when a returned value's type would change. Counter "additive_mask_kept":
-  /// patterns left written out because their additive mask is data, or a constant with a row of
-  /// only large negative entries (a query whose every key is masked).
+  /// the scores, or when a returned value's type would change. Counter "blind_rows_checked": fused
+  /// patterns followed by attention_blind_rows. Counter "additive_mask_kept": patterns left written
+  /// out because their additive mask may have blind rows and `blind_rows` is off (or the mask is
+  /// float32 beside bfloat16).
   void run(ir::Graph& graph, PassReport& report) override;
 
  private:
   bool cuda_only_;
+  bool blind_rows_;
 };
 
 }  // namespace zenith::passes

@@ -87,7 +87,7 @@ PassManager PassManager::default_pipeline(const CompileOptions& options, bool in
   manager.add(std::make_unique<CommonSubexpressionElimination>());
   manager.add(std::make_unique<RoundTripCastElimination>());
   manager.add(std::make_unique<ReductionInputCasts>());
-  manager.add(std::make_unique<AttentionFusion>());
+  manager.add(std::make_unique<AttentionFusion>(/*cuda_only=*/true, /*blind_rows=*/inference));
   if (inference) manager.add(std::make_unique<GroupedQueryAttention>());
   if (inference) manager.add(std::make_unique<RotaryEmbedding>());
   if (inference && options.keep_derived_values) manager.add(std::make_unique<SiblingProducts>());

@@ -286,8 +286,9 @@ class Generator {
   AttentionKernel kernel_;
 };
 
-// Address and strides of `t` over [B, H, rows, columns], right-aligned; 0 where it broadcasts.
-void pack_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
+}  // namespace
+
+void pack_attention_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
   words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset)));
   for (int s = 0; s < 4; ++s) {
     const int d = s - (4 - t.ndim);
@@ -295,8 +296,6 @@ void pack_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
     words.push_back(present ? t.strides[d] : 0);
   }
 }
-
-}  // namespace
 
 bool has_attention(const ir::Graph& group) {
   return std::any_of(group.nodes.begin(), group.nodes.end(),
@@ -320,15 +319,15 @@ std::vector<std::int64_t> pack_attention_arguments(const AttentionKernel& kernel
   std::int64_t scale_bits = 0;
   std::memcpy(&scale_bits, &kernel.scale, sizeof scale_bits);
   std::vector<std::int64_t> words{q.shape[0], q.shape[1], rows, k.shape[2], chunks, scale_bits};
-  pack_operand(q, words);
-  pack_operand(k, words);
-  pack_operand(*operands.at(static_cast<std::size_t>(kernel.value)), words);
+  pack_attention_operand(q, words);
+  pack_attention_operand(k, words);
+  pack_attention_operand(*operands.at(static_cast<std::size_t>(kernel.value)), words);
   if (kernel.mask >= 0) {
-    pack_operand(*operands.at(static_cast<std::size_t>(kernel.mask)), words);
+    pack_attention_operand(*operands.at(static_cast<std::size_t>(kernel.mask)), words);
   } else {
     words.insert(words.end(), 5, 0);
   }
-  pack_operand(*operands.back(), words);
+  pack_attention_operand(*operands.back(), words);
   return words;
 }
 

@@ -32,6 +32,7 @@ std::variant<GeneratedKernel, std::string> wrap(std::variant<Kernel, std::string
 
 std::variant<GeneratedKernel, std::string> generate_kernel(const ir::Graph& group) {
   if (has_attention(group)) return wrap(generate_attention(group));
+  if (has_blind_rows(group)) return wrap(generate_blind_rows(group));
   if (has_row_reduction(group)) return wrap(generate_reduction(group));
   return wrap(generate_elementwise(group));
 }
@@ -77,12 +78,22 @@ LaunchConfig attention_launch(const AttentionKernel& kernel, const std::vector<c
   return config;
 }
 
+// A warp per (batch, head, query row).
+LaunchConfig blind_rows_launch(const BlindRowsKernel& kernel, const std::vector<const DLTensor*>& operands) {
+  LaunchConfig config;
+  config.words = pack_blind_rows_arguments(kernel, operands);
+  config.blocks = blind_rows_blocks(config.words);
+  config.threads = kBlindRowsThreads;
+  return config;
+}
+
 }  // namespace
 
 LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<const DLTensor*>& operands,
                            int multiprocessors) {
   if (const auto* e = std::get_if<ElementwiseKernel>(&kernel.kernel)) return elementwise_launch(*e, operands, multiprocessors);
   if (const auto* a = std::get_if<AttentionKernel>(&kernel.kernel)) return attention_launch(*a, operands);
+  if (const auto* b = std::get_if<BlindRowsKernel>(&kernel.kernel)) return blind_rows_launch(*b, operands);
   return reduction_launch(std::get<ReductionKernel>(kernel.kernel), operands, multiprocessors);
 }
 

@@ -10,6 +10,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "common/lowest_finite.h"
 #include "common/seeded_draws.h"
 
 namespace zenith::testing {
@@ -157,13 +158,6 @@ at::Tensor share(const Spec& s, const at::Tensor& x) {
   return x;
 }
 
-// The dtype's lowest finite value, which models fill masked scores with (torch.finfo(dtype).min).
-double lowest(c10::ScalarType dtype) {
-  if (dtype == at::kHalf) return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
-  if (dtype == at::kBFloat16) return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
-  return static_cast<double>(std::numeric_limits<float>::lowest());
-}
-
 // Key j visible from query i when j - i <= keys - rows: the rows are the cache's last positions.
 at::Tensor causal_mask(const Spec& s, c10::Device device) {
   return at::ones({s.rows, s.keys}, at::TensorOptions().dtype(at::kBool).device(device)).tril(s.keys - s.rows);
@@ -181,7 +175,7 @@ at::Tensor written_out(const Spec& s, const at::Tensor& q, const at::Tensor& k, 
       scores = scores + mask;
       break;
     case Mask::Bool:
-      scores = s.bool_by_where ? at::where(mask, scores, at::scalar_tensor(lowest(s.dtype), scores.options()))
+      scores = s.bool_by_where ? at::where(mask, scores, at::scalar_tensor(lowest_finite(s.dtype), scores.options()))
                                : scores.masked_fill(mask.logical_not(), minus_infinity);
       break;
     case Mask::CausalBuilt:
@@ -259,7 +253,7 @@ std::vector<at::Tensor> draw_inputs(const Spec& s, at::Generator& generator, std
     if (s.mask == Mask::Bool) {
       mask = visible;
     } else {
-      mask = at::zeros(s.mask_shape, f32.dtype(s.dtype)).masked_fill(visible.logical_not(), lowest(s.dtype));
+      mask = at::zeros(s.mask_shape, f32.dtype(s.dtype)).masked_fill(visible.logical_not(), lowest_finite(s.dtype));
     }
   }
   inputs.push_back(mask);

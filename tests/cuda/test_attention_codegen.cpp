@@ -1,13 +1,15 @@
-// The attention code generator, without a GPU: a decode step's attention (grouped-query, masked
+// The attention code generators, without a GPU: a decode step's attention (grouped-query, masked
 // additively or by bool, or not at all, in float32, float16 and bfloat16) compiles cleanly with
 // NVRTC for sm_90, keys follow the dtype, mask and head dimension (never the sizes), arguments
 // follow the documented layout, and attention it cannot run (a prompt's many queries, dropout,
-// causal, a head dimension it has no slices for) says why. Numerics are checked against eager on
-// the GPU (tests/gpu/test_jit_cuda_attention.cpp).
+// causal, a head dimension it has no slices for) says why; so does attention_blind_rows' kernel
+// in every dtype, its arguments laid out as documented. Numerics are checked against eager on the
+// GPU (tests/gpu/test_jit_cuda_attention.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include <ATen/ATen.h>
 
@@ -144,6 +146,91 @@ TEST(AttentionCodegen, AttentionItCannotRunSaysWhy) {
   Shape odd;
   odd.dim = 48;  // six 16-byte slices of float16: not a power of two
   EXPECT_NE(refusal(attention(odd, at::kHalf, Mask::None)).find("head dimension 48"), std::string::npos);
+}
+
+// attention_blind_rows over a fused result [B, H, R, D] laid out as the fused kernels give it
+// ([B, R, H, D] memory), q, k, v as attention's and a padding mask [B, 1, 1, S], built in float32
+// and typed as `dtype` on CUDA; `mask_dtype` the mask's (default: dtype).
+ir::Graph blind_rows(const Shape& s, c10::ScalarType dtype, std::optional<c10::ScalarType> mask_dtype = std::nullopt) {
+  GraphBuilder b;
+  int a = b.input({s.batch, s.rows, s.heads, s.dim});
+  int fused = b.op("aten::transpose", "int", {value("self", a), {"dim0", std::int64_t{1}}, {"dim1", std::int64_t{2}}});
+  int q = b.input({s.batch, s.heads, s.rows, s.dim});
+  int k = b.input({s.batch, s.heads, s.keys, s.dim});
+  int v = b.input({s.batch, s.heads, s.keys, s.dim});
+  int mask = b.input({s.batch, 1, 1, s.keys});
+  int out = b.op("zenith::attention_blind_rows", "",
+                 {value("attention", fused), value("query", q), value("key", k), value("value", v),
+                  value("attn_mask", mask), real("scale", 0.125)});
+  auto graph = b.finish({out});
+  // The group as the plan cuts it: the transposed result is an input.
+  graph.nodes.erase(graph.nodes.begin());
+  graph.inputs.erase(graph.inputs.begin());
+  graph.inputs.insert(graph.inputs.begin(), fused);
+  graph.value(fused).role = ir::ValueRole::Input;
+  graph = codegen_test::on_cuda(graph);
+  for (auto& slot : graph.values) {
+    if (slot && slot->type.dtype == at::kFloat) slot->type.dtype = dtype;
+  }
+  if (mask_dtype) graph.value(mask).type.dtype = *mask_dtype;
+  return graph;
+}
+
+TEST(BlindRowsCodegen, CompilesForEveryDtypeWithKeysOfDtypeAndHeadDimensionOnly) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t dim : {64, 80}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", D " << dim);
+      Shape shape;
+      shape.dim = dim;
+      const auto kernel = codegen_test::generated_kernel<BlindRowsKernel>(blind_rows(shape, dtype));
+      EXPECT_EQ(kernel.name.rfind("zenith_blind_", 0), 0u) << kernel.name;
+      EXPECT_DOUBLE_EQ(kernel.scale, 0.125);
+      EXPECT_EQ(std::vector<int>({kernel.attention, kernel.query, kernel.key_input, kernel.value, kernel.mask}),
+                std::vector<int>({0, 1, 2, 3, 4}));
+      // 16-bit logits are rounded to the dtype where eager holds them; float32's are not.
+      EXPECT_EQ(kernel.source.find("#define ROUND(x) zn_round_") == std::string::npos, dtype == at::kFloat);
+      codegen_test::expect_compiles(kernel.source, kernel.name);
+      Shape longer = shape;
+      longer.batch = 3;
+      longer.rows = 100;
+      longer.keys = 777;
+      EXPECT_EQ(kernel.key, codegen_test::generated_kernel<BlindRowsKernel>(blind_rows(longer, dtype)).key);
+    }
+  }
+  const auto words_of = [](const Shape& s) {
+    const auto kernel = codegen_test::generated_kernel<BlindRowsKernel>(blind_rows(s, at::kFloat));
+    auto a = at::zeros({s.batch, s.rows, s.heads, s.dim}).transpose(1, 2);
+    auto q = at::zeros({s.batch, s.heads, s.rows, s.dim});
+    auto k = at::zeros({s.batch, s.heads, s.keys, s.dim});
+    auto mask = at::zeros({s.batch, 1, 1, s.keys});
+    std::vector<DLTensor> views{codegen_test::view(a), codegen_test::view(q), codegen_test::view(k),
+                                codegen_test::view(k), codegen_test::view(mask), codegen_test::view(a)};
+    std::vector<const DLTensor*> operands;
+    for (const auto& view : views) operands.push_back(&view);
+    return pack_blind_rows_arguments(kernel, operands);
+  };
+  Shape s;
+  s.batch = 2;
+  s.heads = 3;
+  s.rows = 5;
+  s.keys = 7;
+  s.dim = 8;
+  const auto words = words_of(s);
+  ASSERT_EQ(words.size(), 5u + 6 * 5);
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin(), words.begin() + 4),
+            (std::vector<std::int64_t>{s.batch, s.heads, s.rows, s.keys}));
+  // The fused result's [B, R, H, D] memory; the mask broadcast over heads and rows.
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 6, words.begin() + 10),
+            (std::vector<std::int64_t>{s.rows * s.heads * s.dim, s.dim, s.heads * s.dim, 1}));
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 26, words.begin() + 30), (std::vector<std::int64_t>{s.keys, 0, 0, 1}));
+  EXPECT_EQ(blind_rows_blocks(words), (s.batch * s.heads * s.rows + 7) / 8) << "a warp per row, eight a block";
+}
+
+TEST(BlindRowsCodegen, OperandsItCannotRunSayWhy) {
+  EXPECT_NE(refusal(blind_rows(Shape{}, at::kHalf, at::kFloat)).find("one dtype expected"), std::string::npos);
+  Shape wide;
+  wide.dim = 512;
+  EXPECT_NE(refusal(blind_rows(wide, at::kHalf)).find("value head dimension of 512"), std::string::npos);
 }
 
 }  // namespace

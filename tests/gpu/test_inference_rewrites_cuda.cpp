@@ -13,6 +13,7 @@
 
 #include <torch/torch.h>
 
+#include "common/lowest_finite.h"
 #include "common/temp_folder.h"
 #include "common_relative_error.h"
 #include "core/dump.h"
@@ -222,19 +223,24 @@ TEST(InferenceRewritesCuda, HandWrittenAttentionWithAPaddingMaskMatchesEager) {
     auto check = [&](const std::string& when) {
       for (int call = 0; call < kCalls; ++call) {
         auto x = torch::randn({2, 24, SelfAttentionImpl::kHidden}, options);
-        // Padding: the last tokens of each sequence masked out, a different count each call.
+        // Padding: the last tokens of each sequence masked out by the dtype's lowest, as models
+        // mask, a different count each call; from the second call on, the second sequence is
+        // padding throughout (its every query blind: eager weighs its keys evenly).
         auto mask = torch::zeros({2, 1, 1, 24}, options);
-        mask.index_put_({torch::indexing::Slice(), 0, 0, torch::indexing::Slice(24 - 3 - call, 24)}, -1e4);
+        const double lowest = testing::lowest_finite(dtype);
+        mask.index_put_({torch::indexing::Slice(), 0, 0, torch::indexing::Slice(24 - 3 - call, 24)}, lowest);
+        if (call > 0) mask[1].fill_(lowest);
         auto got = fast(x, mask), want = attention->forward(x, mask);
         EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
       }
     };
     check("as built");
     const auto report = fast.report();
-    // The padding mask is data: it stays written out (passes/attention_fusion.h: for a query whose
-    // every key is masked, eager's softmax and the fused kernels differ).
-    EXPECT_EQ(pass_counter(report, "fuse_attention", "fused"), 0) << report.to_string();
-    EXPECT_EQ(pass_counter(report, "fuse_attention", "additive_mask_kept"), 1) << report.to_string();
+    // The padding mask is data: the fused node is followed by attention_blind_rows, which
+    // computes a query whose every key is masked as written (passes/attention_fusion.h: there
+    // eager's softmax and the fused kernels differ).
+    EXPECT_EQ(pass_counter(report, "fuse_attention", "fused"), 1) << report.to_string();
+    EXPECT_EQ(pass_counter(report, "fuse_attention", "blind_rows_checked"), 1) << report.to_string();
     // q, k and v as one product over their weights and biases concatenated, made once.
     EXPECT_EQ(pass_counter(report, "concatenate_sibling_products", "concatenated"), 3) << report.to_string();
     EXPECT_EQ(fast.stats().derived_computations, 1);

@@ -3,7 +3,8 @@
 // static cache with the unwritten slots masked, more keys than one tile and more rows than one
 // block, bool masks that differ by row, a query that sees no key (0, where eager's cuDNN backend
 // differs), a query whose every key carries the lowest finite mask (0, as PyTorch's kernels give),
-// no mask with an explicit scale, strided operands, and a prompt's many queries, which stay on
+// written-out attention whose data mask hides every key from some queries (attention_blind_rows
+// after the fused node: eager's written-out rows), no mask with an explicit scale, strided operands, and a prompt's many queries, which stay on
 // PyTorch's kernels. Labelled gpu.
 //
 // Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
@@ -12,12 +13,14 @@
 // multiplying the values, the kernel keeps them in float32: a few units in the last place).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include <torch/torch.h>
 
 #include "common/cudnn_attention_off.h"
 #include "common/fresh_inputs.h"
+#include "common/lowest_finite.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
@@ -48,18 +51,11 @@ class JitCudaAttention : public ::testing::Test {
   }
 };
 
-// The lowest finite value of `dtype`, what models fill additive masks with.
-double lowest(c10::ScalarType dtype) {
-  return dtype == at::kHalf       ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
-         : dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
-                                  : static_cast<double>(std::numeric_limits<float>::lowest());
-}
-
 // A static cache's mask for a token at `position`: 0 up to it, the lowest finite value after, as
 // a decoder builds it.
 at::Tensor cache_mask(std::int64_t position, std::int64_t slots, const torch::TensorOptions& options) {
   auto slot = torch::arange(slots, options.dtype(at::kLong)).unsqueeze(0);
-  return torch::zeros({1, slots}, options).masked_fill(slot > position, lowest(options.dtype().toScalarType()));
+  return torch::zeros({1, slots}, options).masked_fill(slot > position, testing::lowest_finite(options.dtype().toScalarType()));
 }
 
 TEST_F(JitCudaAttention, ADecodeStepOverAStaticCacheRunsInTheKernel) {
@@ -180,12 +176,58 @@ TEST_F(JitCudaAttention, AQueryWhoseKeysAllCarryTheLowestFiniteMaskIsZeroAsInPyT
       hidden.select(3, 0).fill_(false);
       const std::int64_t blind = call % 3;
       hidden.select(2, blind).fill_(true);  // every key of that query carries the lowest value
-      auto mask = torch::zeros({1, 2, 3, 50}, options).masked_fill(hidden, lowest(dtype));
+      auto mask = torch::zeros({1, 2, 3, 50}, options).masked_fill(hidden, testing::lowest_finite(dtype));
       auto got = fast(q, k, v, mask).to(at::kFloat);
       EXPECT_LE(relative_error(got, fn(q, k, v, mask).to(at::kFloat)), tolerance(dtype)) << call_name(call);
       EXPECT_EQ(got.select(2, blind).abs().max().item<float>(), 0.f) << call_name(call);
     }
     EXPECT_EQ(nodes_on(fast.report(), "jit_cuda"), 1) << fast.report().to_string();
+  }
+}
+
+// Attention written out with a padding mask that is data, as models write it (heads merged after
+// it): the fused node (a prompt's on PyTorch's kernels, a decode step's on the kernel) and
+// attention_blind_rows after it, on the kernel. From the second call on, the second sequence is
+// padding throughout: every query of it blind, where eager weighs the keys evenly (float32,
+// bfloat16) or by its rounded float16 sums, and the fused kernels alone would give 0 or the
+// scores' softmax. The blind rows are checked apart from the others, against eager.
+TEST_F(JitCudaAttention, WrittenOutAttentionWithADataMaskComputesItsBlindRowsAsEagerDoes) {
+  torch::NoGradGuard no_grad;
+  constexpr std::int64_t kBatch = 2, kHeads = 4, kKeys = 40, kDim = 64;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    auto context = at::matmul(at::softmax(at::matmul(q, k.transpose(-2, -1)) * 0.125 + mask, -1), v);
+    return context.transpose(1, 2).reshape({q.size(0), q.size(2), kHeads * kDim});
+  };
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t rows : {1, 32}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", " << rows << " query rows");
+      auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+      auto fast = compile(fn, strict());
+      for (int call = 0; call < kCallsPerSignature; ++call) {
+        auto q = torch::randn({kBatch, kHeads, rows, kDim}, options);
+        auto k = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
+        auto v = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
+        auto hidden = torch::rand({kBatch, 1, 1, kKeys}, options.dtype(at::kFloat)) < 0.4;
+        hidden.select(3, 0).fill_(false);
+        if (call > 0) hidden.select(0, 1).fill_(true);
+        auto mask = torch::zeros({kBatch, 1, 1, kKeys}, options).masked_fill(hidden, testing::lowest_finite(dtype));
+        auto got = fast(q, k, v, mask).to(at::kFloat);
+        auto want = fn(q, k, v, mask).to(at::kFloat);
+        EXPECT_FALSE(got.isnan().any().item<bool>()) << call_name(call);
+        EXPECT_LE(relative_error(got.select(0, 0), want.select(0, 0)), tolerance(dtype)) << call_name(call);
+        EXPECT_LE(relative_error(got.select(0, 1), want.select(0, 1)), tolerance(dtype))
+            << call_name(call) << (call > 0 ? ", the blind sequence" : "");
+      }
+      const auto report = fast.report();
+      const auto checked = std::count_if(report.passes.begin(), report.passes.end(), [](const auto& pass) {
+        return pass.name == "fuse_attention" && pass.counters.count("blind_rows_checked") &&
+               pass.counters.at("blind_rows_checked") == 1;
+      });
+      EXPECT_EQ(checked, 1) << report.to_string();
+      // The blind rows on the kernel; a decode step's fused node too.
+      EXPECT_EQ(nodes_on(report, "jit_cuda"), rows == 1 ? 2 : 1) << report.to_string();
+      EXPECT_EQ(fast.stats().eager_calls, 0);
+    }
   }
 }
 

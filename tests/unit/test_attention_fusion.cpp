@@ -333,9 +333,9 @@ ir::Graph build_masked(Attention& a, c10::ScalarType dtype, const std::optional<
 
 // For a query whose every key is masked by the dtype's lowest, eager's written-out softmax weighs
 // the keys evenly (in float16 after rounding each sum to a multiple of 32) and PyTorch's fused CUDA
-// kernels give 0. So a mask that is data stays written out (it may hide every key from some
-// query), as does a constant one with such a row; a constant causal mask, whose every query sees
-// a key, fuses.
+// kernels give 0. So, without blind_rows (training), a mask that is data stays written out (it
+// may hide every key from some query), as does a constant one with such a row; a constant causal
+// mask, whose every query sees a key, fuses.
 TEST(AttentionFusion, AdditiveMasksFuseOnlyAsConstantsWhoseEveryRowSeesAKey) {
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
@@ -371,6 +371,55 @@ TEST(AttentionFusion, AdditiveMasksFuseOnlyAsConstantsWhoseEveryRowSeesAKey) {
       auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
       const double tolerance = dtype == at::kFloat ? 1e-5 : dtype == at::kHalf ? 2e-2 : 6e-2;
       EXPECT_TRUE(at::allclose(got[0].to(at::kFloat), want[0].to(at::kFloat), tolerance, tolerance)) << "draw " << draw;
+    }
+  }
+}
+
+// In inference plans (blind_rows on) such a mask fuses too: the fused node, then
+// attention_blind_rows, which computes the rows whose every key is masked again as written. The
+// result is eager's on fresh masks, one with a fully masked batch element (its every query
+// blind), one without; and for float32, whose blind rows eager weighs evenly, a blind row is the
+// keys' mean value.
+TEST(AttentionFusion, InInferenceAMaskThatMayHideEveryKeyFusesWithItsBlindRowsComputedAgain) {
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const double lowest = dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                                                 : static_cast<double>(std::numeric_limits<float>::lowest());
+    Attention a;
+    const auto before = build_masked(a, dtype, std::nullopt);
+    auto graph = before;
+    PassReport report;
+    AttentionFusion(/*cuda_only=*/false, /*blind_rows=*/true).run(graph, report);
+    DeadCodeElimination().run(graph, report);
+    EXPECT_EQ(report.counters["fused"], 1);
+    EXPECT_EQ(report.counters["blind_rows_checked"], 1);
+    EXPECT_EQ(report.counters.count("additive_mask_kept"), 0u);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
+    EXPECT_EQ(testing::count_nodes(graph, "zenith::attention_blind_rows"), 1);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::softmax"), 0);
+    EXPECT_NO_THROW(ir::verify(graph));
+    // The head merge after it stays a view of the fused layout; the module's result keeps its type.
+    EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
+    at::manual_seed(31);
+    for (int draw = 0; draw < 2; ++draw) {
+      auto x = at::randn({kBatch, kTokens, kHeads * kDim}).to(dtype);
+      auto mask = at::zeros({kBatch, 1, 1, kTokens}).masked_fill(at::rand({kBatch, 1, 1, kTokens}) < 0.4, lowest);
+      mask.select(3, 0).fill_(0.0);
+      if (draw == 1) mask.select(0, 1).fill_(lowest);  // batch element 1: every query blind
+      const std::vector<at::Tensor> inputs = {x, mask.to(dtype)};
+      auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
+      // 1e-5 (float32: another order of sums), 6e-2 (bfloat16: eager rounds the scores and the
+      // probabilities to the dtype before the product, the fused kernel neither).
+      const double tolerance = dtype == at::kFloat ? 1e-5 : 6e-2;
+      EXPECT_TRUE(at::allclose(got[0].to(at::kFloat), want[0].to(at::kFloat), tolerance, tolerance)) << "draw " << draw;
+      if (draw == 1 && dtype == at::kFloat) {
+        // v = cos(x) split into heads: batch 1's every query gets the mean of its keys' values.
+        const auto v = x.cos().select(0, 1).view({kTokens, kHeads, kDim});
+        const auto mean = v.mean(0).reshape({kHeads * kDim});
+        for (std::int64_t t = 0; t < kTokens; ++t) {
+          EXPECT_TRUE(at::allclose(got[0].select(0, 1).select(0, t), mean, 1e-5, 1e-5)) << "query " << t;
+        }
+      }
     }
   }
 }
