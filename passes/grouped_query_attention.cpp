@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "core/attention_blind_rows.h"
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/attention_fusion.h"
@@ -98,13 +99,33 @@ bool mask_fits(const ir::Graph& graph, const ir::Node& attention) {
   return true;
 }
 
-// `graph` with attention node `index` reading the key-value heads `keys` and `values` as they are,
-// or nullopt when a value after it could not be typed again.
+// The index of the attention_blind_rows node that alone reads attention node `index`'s result,
+// over the same query, key, value and mask (attention fusion puts one after attention whose mask
+// is data), if there is one.
+std::optional<std::size_t> blind_rows_after(const ir::Graph& graph, std::size_t index,
+                                            const std::vector<std::vector<int>>& consumers) {
+  const auto& attention = graph.nodes[index];
+  const auto& readers = consumers[static_cast<std::size_t>(attention.outputs.front())];
+  if (readers.size() != 1) return std::nullopt;
+  const auto& blind = graph.nodes[static_cast<std::size_t>(readers.front())];
+  if (blind.op != ir::kAttentionBlindRowsOp || ir::tensor_arg(blind, "attention") != attention.outputs.front()) {
+    return std::nullopt;
+  }
+  for (const char* role : {"query", "key", "value", "attn_mask"}) {
+    if (ir::tensor_arg(blind, role) != ir::tensor_arg(attention, role)) return std::nullopt;
+  }
+  return static_cast<std::size_t>(readers.front());
+}
+
+// `graph` with attention node `index` reading the key-value heads `keys` and `values` as they are
+// (and the attention_blind_rows node `blind` after it, if any, reading them so too), or nullopt
+// when a value after it could not be typed again.
 std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int keys, int values,
-                                 std::int64_t factor) {
+                                 std::int64_t factor, std::optional<std::size_t> blind) {
   ir::Graph result = graph;
   const auto attention = graph.nodes[index];
-  const int out = attention.outputs.front();
+  // The value the heads' order is restored into: the blind rows' result where they follow.
+  const int out = blind ? graph.nodes[*blind].outputs.front() : attention.outputs.front();
   const int query = ir::tensor_arg(attention, "query");
   const auto q = graph.value(query).type.sizes;
   const auto dv = graph.value(values).type.sizes[3];
@@ -134,7 +155,19 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int 
     fused.outputs = {grouped_out};
     meta.set(grouped_out, at::empty_strided(type.sizes, type.strides, at::TensorOptions().dtype(type.dtype).device(at::kMeta)));
     made.push_back(std::move(fused));
-    auto split = make_node("aten::reshape", "", {{"self", ir::ValueRef{grouped_out}},
+    int grouped_result = grouped_out;
+    if (blind) {
+      auto checked = graph.nodes[*blind];
+      for (auto& arg : checked.args) {
+        if (arg.name == "attention") arg.value = ir::ValueRef{grouped_out};
+        if (arg.name == "query") arg.value = ir::ValueRef{grouped_query};
+        if (arg.name == "key") arg.value = ir::ValueRef{keys};
+        if (arg.name == "value") arg.value = ir::ValueRef{values};
+      }
+      grouped_result = type_result(result, meta, checked, -1);
+      made.push_back(std::move(checked));
+    }
+    auto split = make_node("aten::reshape", "", {{"self", ir::ValueRef{grouped_result}},
                                                  {"shape", std::vector<std::int64_t>{batch, groups, factor, tokens, dv}}});
     const int split_out = type_result(result, meta, split, -1);
     made.push_back(std::move(split));
@@ -156,8 +189,11 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int 
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  const auto after_made = splice_nodes(result, index, std::move(made), {index});
+  std::set<std::size_t> dropped{index};
+  if (blind) dropped.insert(*blind);
+  const auto after_made = splice_nodes(result, index, std::move(made), dropped);
   if (!retype_readers(result, changed, after_made)) return std::nullopt;
+  if (blind) result.remove_unused_values();  // the fused node's own result, read by nothing now
   return result;
 }
 
@@ -169,6 +205,7 @@ void GroupedQueryAttention::run(ir::Graph& graph, PassReport& report) {
   for (bool again = true; again;) {
     again = false;
     RepeatFinder finder(graph);
+    const auto consumers = graph.consumers();
     for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
       const auto& node = graph.nodes[n];
       if (node.op != "aten::scaled_dot_product_attention" || node.outputs.size() != 1) continue;
@@ -185,7 +222,8 @@ void GroupedQueryAttention::run(ir::Graph& graph, PassReport& report) {
       const auto& k = graph.value(keys->source).type;
       if (q.rank() != 4 || q.sizes[0] != k.sizes[0] || q.sizes[1] != k.sizes[1] * keys->factor) continue;
       if (cuda_only_ && !q.device.is_cuda()) continue;
-      if (auto rewritten = rewrite(graph, n, keys->source, values->source, keys->factor)) {
+      const auto blind = blind_rows_after(graph, n, consumers);
+      if (auto rewritten = rewrite(graph, n, keys->source, values->source, keys->factor, blind)) {
         graph = std::move(*rewritten);
         ++ungrouped;
         again = true;

@@ -14,7 +14,9 @@
 //   o [B, kv, rep, T, Dv] -> [B, T, kv, rep, Dv] -> [B, T, H, Dv] (one copy of the result) -> [B, H, T, Dv]
 //
 // the same sums over the same keys for every query, and the result in the [B, T, H, Dv] memory
-// the fused kernels give, so the head merge after it stays a view.
+// the fused kernels give, so the head merge after it stays a view. An attention_blind_rows node
+// that alone reads the attention over the same operands (attention fusion's, for a mask that is
+// data) is rewritten with it, reading q', K, V and o before the heads' order is restored.
 #pragma once
 
 #include "passes/pass.h"

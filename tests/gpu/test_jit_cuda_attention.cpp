@@ -188,9 +188,9 @@ TEST_F(JitCudaAttention, AQueryWhoseKeysAllCarryTheLowestFiniteMaskIsZeroAsInPyT
 // Attention written out with a padding mask that is data, as models write it (heads merged after
 // it): the fused node (a prompt's on PyTorch's kernels, a decode step's on the kernel) and
 // attention_blind_rows after it, on the kernel. From the second call on, the second sequence is
-// padding throughout: every query of it blind, where eager weighs the keys evenly (float32,
-// bfloat16) or by its rounded float16 sums, and the fused kernels alone would give 0 or the
-// scores' softmax. The blind rows are checked apart from the others, against eager.
+// padding throughout and one query of the first sees no key: blind rows, where eager weighs the
+// keys evenly (float32, bfloat16) or by its rounded float16 sums, and the fused kernels alone
+// would give 0 or the scores' softmax. The two sequences are checked apart, against eager.
 TEST_F(JitCudaAttention, WrittenOutAttentionWithADataMaskComputesItsBlindRowsAsEagerDoes) {
   torch::NoGradGuard no_grad;
   constexpr std::int64_t kBatch = 2, kHeads = 4, kKeys = 40, kDim = 64;
@@ -207,10 +207,15 @@ TEST_F(JitCudaAttention, WrittenOutAttentionWithADataMaskComputesItsBlindRowsAsE
         auto q = torch::randn({kBatch, kHeads, rows, kDim}, options);
         auto k = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
         auto v = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
-        auto hidden = torch::rand({kBatch, 1, 1, kKeys}, options.dtype(at::kFloat)) < 0.4;
+        // A padding mask per query row; from the second call on, the second sequence wholly
+        // hidden and one query of the first (a blind row among rows that see keys).
+        auto hidden = torch::rand({kBatch, 1, rows, kKeys}, options.dtype(at::kFloat)) < 0.4;
         hidden.select(3, 0).fill_(false);
-        if (call > 0) hidden.select(0, 1).fill_(true);
-        auto mask = torch::zeros({kBatch, 1, 1, kKeys}, options).masked_fill(hidden, testing::lowest_finite(dtype));
+        if (call > 0) {
+          hidden.select(0, 1).fill_(true);
+          hidden.select(0, 0).select(1, call % rows).fill_(true);
+        }
+        auto mask = torch::zeros({kBatch, 1, rows, kKeys}, options).masked_fill(hidden, testing::lowest_finite(dtype));
         auto got = fast(q, k, v, mask).to(at::kFloat);
         auto want = fn(q, k, v, mask).to(at::kFloat);
         EXPECT_FALSE(got.isnan().any().item<bool>()) << call_name(call);

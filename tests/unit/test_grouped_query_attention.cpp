@@ -3,13 +3,17 @@
 // heads as they are, with each group's query heads as that head's queries, when the mask is the
 // same for every head and query position; the result keeps its layout and values. Attention whose
 // mask varies by query position, or that is causal, is left alone; for one token the grouped result
-// is row-major, so that merging the heads back views it. Checked against the original
-// graph on fresh draws of every input.
+// is row-major, so that merging the heads back views it; attention_blind_rows after the attention
+// is rewritten with it. Checked against the original graph on fresh draws of every input.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 
 #include <ATen/ATen.h>
 
 #include "core/interpreter.h"
+#include "core/node_arguments.h"
 #include "core/verifier.h"
 #include "graph_builders.h"
 #include "passes/dead_code_elimination.h"
@@ -43,17 +47,25 @@ struct Attention {
 };
 
 // q [B, H, T, D] attending over repeated k and v with a mask of `mask_sizes` (none when empty),
-// then the heads merged as models do.
-void build(Attention& a, std::int64_t tokens, std::vector<std::int64_t> mask_sizes, bool causal = false) {
+// then the heads merged as models do. With `blind_rows`, attention_blind_rows after the attention,
+// as attention fusion leaves a mask that is data.
+void build(Attention& a, std::int64_t tokens, std::vector<std::int64_t> mask_sizes, bool causal = false,
+           bool blind_rows = false) {
   auto& b = a.builder;
   int q = b.input({kBatch, kHeads, tokens, kDim});
   int k = b.input({kBatch, kKvHeads, kKeys, kDim});
   int v = b.input({kBatch, kKvHeads, kKeys, kValueDim});
   ir::Argument mask = none("attn_mask");
   if (!mask_sizes.empty()) mask = value("attn_mask", b.input(mask_sizes));
+  const int keys = repeat_kv(b, k, kDim), values = repeat_kv(b, v, kValueDim);
   int out = b.op("aten::scaled_dot_product_attention", "",
-                 {value("query", q), value("key", repeat_kv(b, k, kDim)), value("value", repeat_kv(b, v, kValueDim)),
-                  mask, real("dropout_p", 0.0), {"is_causal", causal}, none("scale"), {"enable_gqa", false}});
+                 {value("query", q), value("key", keys), value("value", values), mask, real("dropout_p", 0.0),
+                  {"is_causal", causal}, none("scale"), {"enable_gqa", false}});
+  if (blind_rows) {
+    out = b.op("zenith::attention_blind_rows", "",
+               {value("attention", out), value("query", q), value("key", keys), value("value", values), mask,
+                real("scale", 1.0 / std::sqrt(static_cast<double>(kDim)))});
+  }
   int back = b.op("aten::transpose", "int", {value("self", out), scalar("dim0", 1), scalar("dim1", 2)});
   a.merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, tokens, kHeads * kValueDim})});
 }
@@ -106,6 +118,44 @@ TEST(GroupedQueryAttention, DecodeAndPaddingMasksReadTheKeyValueHeadsAsTheyAre) 
       }
     }
     expect_same_results(before, graph, a.builder.example_inputs());
+  }
+}
+
+// attention_blind_rows after the attention is rewritten with it: it reads the grouped queries,
+// the key-value heads as they are and the grouped result, and the heads' order is restored after
+// it. The result is the original graph's, with a batch element whose every key is masked (blind
+// rows, computed as written) and without.
+TEST(GroupedQueryAttention, BlindRowsAfterTheAttentionReadTheKeyValueHeadsAsTheyAre) {
+  for (std::int64_t tokens : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens");
+    Attention a;
+    build(a, tokens, {kBatch, 1, 1, kKeys}, /*causal=*/false, /*blind_rows=*/true);
+    const auto before = a.builder.finish({a.merged});
+    auto graph = before;
+    EXPECT_EQ(rewritten(graph).counters["ungrouped"], 1);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::expand"), 0) << "nothing repeats the keys and values";
+    ASSERT_EQ(testing::count_nodes(graph, "zenith::attention_blind_rows"), 1);
+    EXPECT_NO_THROW(ir::verify(graph));
+    EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
+    for (const auto& node : graph.nodes) {
+      if (node.op != "zenith::attention_blind_rows") continue;
+      EXPECT_EQ(graph.value(ir::tensor_arg(node, "key")).type.sizes[1], kKvHeads) << "the key-value heads as they are";
+      const int attention = ir::tensor_arg(node, "attention");
+      EXPECT_EQ(graph.nodes[static_cast<std::size_t>(graph.producers()[static_cast<std::size_t>(attention)])].op,
+                "aten::scaled_dot_product_attention");
+    }
+    at::manual_seed(37);
+    for (int draw = 0; draw < 2; ++draw) {
+      auto inputs = a.builder.example_inputs();
+      for (auto& input : inputs) input = at::randn_like(input);
+      const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
+      auto hidden = at::rand({kBatch, 1, 1, kKeys}) < 0.3;
+      hidden.select(3, 0).fill_(false);
+      if (draw == 1) hidden.select(0, 1).fill_(true);
+      inputs[3] = at::zeros({kBatch, 1, 1, kKeys}).masked_fill(hidden, lowest);
+      auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
+      EXPECT_TRUE(at::allclose(got[0], want[0], 1e-5, 1e-5)) << "draw " << draw;
+    }
   }
 }
 
