@@ -38,8 +38,8 @@ struct Match {
 class Matcher {
  public:
   Matcher(const ir::Graph& graph, bool cuda_only, bool blind_rows)
-      : graph_(graph), cuda_only_(cuda_only), blind_rows_(blind_rows), producers_(graph.producers()), consumers_(graph.consumers()),
-        returned_(graph.outputs.begin(), graph.outputs.end()) {}
+      : graph_(graph), cuda_only_(cuda_only), blind_rows_(blind_rows), producers_(graph.producers()),
+        consumers_(graph.consumers()), returned_(graph.outputs.begin(), graph.outputs.end()) {}
 
   // Patterns that match() left written out for their additive mask (rows_stay_in_range).
   std::int64_t additive_masks_kept() const { return additive_masks_kept_; }
@@ -233,9 +233,9 @@ class Matcher {
     if (mask.dtype != q.dtype && q.dtype == at::kHalf) return false;
     if (!broadcasts_to(mask.sizes, scores)) return false;
     if (rows_stay_in_range(*m.mask)) return true;
-    // The fused node's blind rows are computed again as written (core/attention_blind_rows.h),
-    // over a mask of q's dtype, as eager adds it to the scores.
-    if (blind_rows_ && mask.dtype == q.dtype) {
+    // The fused node's blind rows are computed again as written (core/attention_blind_rows.h):
+    // a softmax in q's dtype over scores plus a mask of that dtype, as eager computes them.
+    if (blind_rows_ && mask.dtype == q.dtype && !m.float32_softmax) {
       m.blind_rows = true;
       return true;
     }

@@ -215,7 +215,9 @@ std::variant<BlindRowsKernel, std::string> generate_blind_rows(const ir::Graph& 
 
 std::vector<std::int64_t> pack_blind_rows_arguments(const BlindRowsKernel& kernel,
                                                     const std::vector<const DLTensor*>& operands) {
-  const auto operand = [&](int position) -> const DLTensor& { return *operands.at(static_cast<std::size_t>(position)); };
+  const auto operand = [&](int position) -> const DLTensor& {
+    return *operands.at(static_cast<std::size_t>(position));
+  };
   const DLTensor& q = operand(kernel.query);
   std::int64_t scale_bits = 0;
   std::memcpy(&scale_bits, &kernel.scale, sizeof scale_bits);

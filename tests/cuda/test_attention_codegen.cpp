@@ -222,7 +222,8 @@ TEST(BlindRowsCodegen, CompilesForEveryDtypeWithKeysOfDtypeAndHeadDimensionOnly)
   // The fused result's [B, R, H, D] memory; the mask broadcast over heads and rows.
   EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 6, words.begin() + 10),
             (std::vector<std::int64_t>{s.rows * s.heads * s.dim, s.dim, s.heads * s.dim, 1}));
-  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 26, words.begin() + 30), (std::vector<std::int64_t>{s.keys, 0, 0, 1}));
+  EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 26, words.begin() + 30),
+            (std::vector<std::int64_t>{s.keys, 0, 0, 1}));
   EXPECT_EQ(blind_rows_blocks(words), (s.batch * s.heads * s.rows + 7) / 8) << "a warp per row, eight a block";
 }
 

@@ -4,8 +4,8 @@
 // block, bool masks that differ by row, a query that sees no key (0, where eager's cuDNN backend
 // differs), a query whose every key carries the lowest finite mask (0, as PyTorch's kernels give),
 // written-out attention whose data mask hides every key from some queries (attention_blind_rows
-// after the fused node: eager's written-out rows), no mask with an explicit scale, strided operands, and a prompt's many queries, which stay on
-// PyTorch's kernels. Labelled gpu.
+// after the fused node: eager's written-out rows), no mask with an explicit scale, strided
+// operands, and a prompt's many queries, which stay on PyTorch's kernels. Labelled gpu.
 //
 // Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
 // the kernel sums keys in another order and takes exp2 of log2-scaled scores); float16 1e-2 and
@@ -55,7 +55,8 @@ class JitCudaAttention : public ::testing::Test {
 // a decoder builds it.
 at::Tensor cache_mask(std::int64_t position, std::int64_t slots, const torch::TensorOptions& options) {
   auto slot = torch::arange(slots, options.dtype(at::kLong)).unsqueeze(0);
-  return torch::zeros({1, slots}, options).masked_fill(slot > position, testing::lowest_finite(options.dtype().toScalarType()));
+  const double lowest = testing::lowest_finite(options.dtype().toScalarType());
+  return torch::zeros({1, slots}, options).masked_fill(slot > position, lowest);
 }
 
 TEST_F(JitCudaAttention, ADecodeStepOverAStaticCacheRunsInTheKernel) {
@@ -200,38 +201,45 @@ TEST_F(JitCudaAttention, WrittenOutAttentionWithADataMaskComputesItsBlindRowsAsE
   };
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     for (std::int64_t rows : {1, 32}) {
-      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", " << rows << " query rows");
-      auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-      auto fast = compile(fn, strict());
-      for (int call = 0; call < kCallsPerSignature; ++call) {
-        auto q = torch::randn({kBatch, kHeads, rows, kDim}, options);
-        auto k = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
-        auto v = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
-        // A padding mask per query row; from the second call on, the second sequence wholly
-        // hidden and one query of the first (a blind row among rows that see keys).
-        auto hidden = torch::rand({kBatch, 1, rows, kKeys}, options.dtype(at::kFloat)) < 0.4;
-        hidden.select(3, 0).fill_(false);
-        if (call > 0) {
-          hidden.select(0, 1).fill_(true);
-          hidden.select(0, 0).select(1, call % rows).fill_(true);
+      // With the JIT backend, and without it: PyTorch's backend then runs the op's definition.
+      for (bool jit : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", " << rows << " query rows"
+                                          << (jit ? "" : ", without the JIT backend"));
+        auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+        auto compile_options = strict();
+        if (!jit) compile_options.backends = {"torch_gpu", "cpu"};
+        auto fast = compile(fn, compile_options);
+        for (int call = 0; call < kCallsPerSignature; ++call) {
+          auto q = torch::randn({kBatch, kHeads, rows, kDim}, options);
+          auto k = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
+          auto v = torch::randn({kBatch, kHeads, kKeys, kDim}, options);
+          // A padding mask per query row; from the second call on, the second sequence wholly
+          // hidden and one query of the first (a blind row among rows that see keys).
+          auto hidden = torch::rand({kBatch, 1, rows, kKeys}, options.dtype(at::kFloat)) < 0.4;
+          hidden.select(3, 0).fill_(false);
+          if (call > 0) {
+            hidden.select(0, 1).fill_(true);
+            hidden.select(0, 0).select(1, call % rows).fill_(true);
+          }
+          const double lowest = testing::lowest_finite(dtype);
+          auto mask = torch::zeros({kBatch, 1, rows, kKeys}, options).masked_fill(hidden, lowest);
+          auto got = fast(q, k, v, mask).to(at::kFloat);
+          auto want = fn(q, k, v, mask).to(at::kFloat);
+          EXPECT_FALSE(got.isnan().any().item<bool>()) << call_name(call);
+          EXPECT_LE(relative_error(got.select(0, 0), want.select(0, 0)), tolerance(dtype)) << call_name(call);
+          EXPECT_LE(relative_error(got.select(0, 1), want.select(0, 1)), tolerance(dtype))
+              << call_name(call) << (call > 0 ? ", the blind sequence" : "");
         }
-        auto mask = torch::zeros({kBatch, 1, rows, kKeys}, options).masked_fill(hidden, testing::lowest_finite(dtype));
-        auto got = fast(q, k, v, mask).to(at::kFloat);
-        auto want = fn(q, k, v, mask).to(at::kFloat);
-        EXPECT_FALSE(got.isnan().any().item<bool>()) << call_name(call);
-        EXPECT_LE(relative_error(got.select(0, 0), want.select(0, 0)), tolerance(dtype)) << call_name(call);
-        EXPECT_LE(relative_error(got.select(0, 1), want.select(0, 1)), tolerance(dtype))
-            << call_name(call) << (call > 0 ? ", the blind sequence" : "");
+        const auto report = fast.report();
+        const auto checked = std::count_if(report.passes.begin(), report.passes.end(), [](const auto& pass) {
+          return pass.name == "fuse_attention" && pass.counters.count("blind_rows_checked") &&
+                 pass.counters.at("blind_rows_checked") == 1;
+        });
+        EXPECT_EQ(checked, 1) << report.to_string();
+        // The blind rows on the kernel; a decode step's fused node too.
+        EXPECT_EQ(nodes_on(report, "jit_cuda"), jit ? (rows == 1 ? 2 : 1) : 0) << report.to_string();
+        EXPECT_EQ(fast.stats().eager_calls, 0);
       }
-      const auto report = fast.report();
-      const auto checked = std::count_if(report.passes.begin(), report.passes.end(), [](const auto& pass) {
-        return pass.name == "fuse_attention" && pass.counters.count("blind_rows_checked") &&
-               pass.counters.at("blind_rows_checked") == 1;
-      });
-      EXPECT_EQ(checked, 1) << report.to_string();
-      // The blind rows on the kernel; a decode step's fused node too.
-      EXPECT_EQ(nodes_on(report, "jit_cuda"), rows == 1 ? 2 : 1) << report.to_string();
-      EXPECT_EQ(fast.stats().eager_calls, 0);
     }
   }
 }
