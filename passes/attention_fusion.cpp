@@ -362,8 +362,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
       result.constants[*mask] = *m.attend;
     }
   }
-  auto& context = result.nodes[m.context];
-  const int out = context.outputs.front();
+  const int out = result.nodes[m.context].outputs.front();
   ir::Node fused;
   fused.op = "aten::scaled_dot_product_attention";
   fused.args = {{"query", ir::ValueRef{m.q}},
@@ -376,37 +375,35 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const Match& m) {
                 {"enable_gqa", false}};
   auto laid_out = result.value(out).type;
   laid_out.strides = fused_attention_layout(laid_out.sizes);
-  if (!m.blind_rows) {
+  std::vector<ir::Node> made = std::move(mask_nodes);
+  if (m.blind_rows) {
+    // The fused node's result, then its blind rows as written: the pattern's result.
+    const int attention = result.add_value(laid_out, ir::ValueRole::Intermediate);
+    fused.outputs = {attention};
+    auto blind = make_node(ir::kAttentionBlindRowsOp, "",
+                           {{"attention", ir::ValueRef{attention}},
+                            {"query", ir::ValueRef{m.q}},
+                            {"key", ir::ValueRef{m.k}},
+                            {"value", ir::ValueRef{m.v}},
+                            {"attn_mask", ir::ValueRef{*mask}},
+                            {"scale", m.scale}});
+    try {
+      MetaValues meta(result);
+      type_result(result, meta, blind, out);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    made.push_back(std::move(fused));
+    made.push_back(std::move(blind));
+  } else {
     fused.outputs = {out};
-    context = std::move(fused);
     result.value(out).type = laid_out;
-    // What reads the result is typed again, on meta tensors, as ATen will lay it out.
-    if (!retype_readers(result, {out}, m.context + 1)) return std::nullopt;
-    splice_nodes(result, m.context, std::move(mask_nodes), std::set<std::size_t>(m.removed.begin(), m.removed.end()));
-    result.remove_unused_values();
-    return result;
+    made.push_back(std::move(fused));
   }
-  // The fused node's result, then its blind rows as written: the pattern's result.
-  const int attention = result.add_value(laid_out, ir::ValueRole::Intermediate);
-  fused.outputs = {attention};
-  auto blind = make_node(ir::kAttentionBlindRowsOp, "",
-                         {{"attention", ir::ValueRef{attention}},
-                          {"query", ir::ValueRef{m.q}},
-                          {"key", ir::ValueRef{m.k}},
-                          {"value", ir::ValueRef{m.v}},
-                          {"attn_mask", ir::ValueRef{*mask}},
-                          {"scale", m.scale}});
-  try {
-    MetaValues meta(result);
-    type_result(result, meta, blind, out);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  mask_nodes.push_back(std::move(fused));
-  mask_nodes.push_back(std::move(blind));
   std::set<std::size_t> dropped(m.removed.begin(), m.removed.end());
   dropped.insert(m.context);
-  const auto after = splice_nodes(result, m.context, std::move(mask_nodes), dropped);
+  const auto after = splice_nodes(result, m.context, std::move(made), dropped);
+  // What reads the result is typed again, on meta tensors, as ATen will lay it out.
   if (!retype_readers(result, {out}, after)) return std::nullopt;
   result.remove_unused_values();
   return result;

@@ -10,12 +10,13 @@
 namespace zenith::passes {
 
 void ScalarConstantsOnDevice::run(ir::Graph& graph, PassReport& report) {
-  std::map<std::pair<int, std::string>, int> copies;  // (CPU constant, device) -> its copy there
-  std::int64_t moved = 0;
   // CUDA only, where the device backends are; and only with a device to copy to (tests retype CPU
   // captures to CUDA on machines without one, to compile their kernels).
-  const bool have_cuda = at::hasCUDA();
-  for (std::size_t n = 0; n < graph.nodes.size() && have_cuda; ++n) {
+  report.counters["moved"] = 0;
+  if (!at::hasCUDA()) return;
+  std::int64_t moved = 0;
+  std::map<std::pair<int, std::string>, int> copies;  // (CPU constant, device) -> its copy there
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
     if (graph.nodes[n].outputs.empty()) continue;
     const auto device = graph.value(graph.nodes[n].outputs.front()).type.device;
     if (!device.is_cuda()) continue;

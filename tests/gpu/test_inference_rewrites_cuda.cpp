@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include "common/lowest_finite.h"
+#include "common/pass_counter.h"
 #include "common/temp_folder.h"
 #include "common_relative_error.h"
 #include "core/dump.h"
@@ -24,6 +25,7 @@ namespace zenith {
 namespace {
 
 using testing::no_fallback;
+using testing::pass_counter;
 using testing::relative_error;
 
 const torch::Device kDevice(torch::kCUDA);
@@ -34,13 +36,6 @@ constexpr int kCalls = 5;  // the capture, one run launch by launch, a graph cap
 // bfloat16 round once at the store where eager rounds after every op: a few units in the last
 // place, 1e-2 and 4e-2.
 double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : dtype == at::kHalf ? 1e-2 : 4e-2; }
-
-std::int64_t pass_counter(const CompileReport& report, const std::string& pass, const std::string& counter) {
-  for (const auto& entry : report.passes) {
-    if (entry.name == pass && entry.counters.count(counter)) return entry.counters.at(counter);
-  }
-  return -1;
-}
 
 // A residual block's tail: relu(bn2(conv(relu(bn1(x)))) + x).
 struct BlockImpl : torch::nn::Module {

@@ -13,7 +13,6 @@
 // multiplying the values, the kernel keeps them in float32: a few units in the last place).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <limits>
 
 #include <torch/torch.h>
@@ -21,6 +20,7 @@
 #include "common/cudnn_attention_off.h"
 #include "common/fresh_inputs.h"
 #include "common/lowest_finite.h"
+#include "common/pass_counter.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
@@ -231,11 +231,7 @@ TEST_F(JitCudaAttention, WrittenOutAttentionWithADataMaskComputesItsBlindRowsAsE
               << call_name(call) << (call > 0 ? ", the blind sequence" : "");
         }
         const auto report = fast.report();
-        const auto checked = std::count_if(report.passes.begin(), report.passes.end(), [](const auto& pass) {
-          return pass.name == "fuse_attention" && pass.counters.count("blind_rows_checked") &&
-                 pass.counters.at("blind_rows_checked") == 1;
-        });
-        EXPECT_EQ(checked, 1) << report.to_string();
+        EXPECT_EQ(testing::pass_counter(report, "fuse_attention", "blind_rows_checked"), 1) << report.to_string();
         // The blind rows on the kernel; a decode step's fused node too.
         EXPECT_EQ(nodes_on(report, "jit_cuda"), jit ? (rows == 1 ? 2 : 1) : 0) << report.to_string();
         EXPECT_EQ(fast.stats().eager_calls, 0);

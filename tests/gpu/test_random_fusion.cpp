@@ -41,6 +41,7 @@
 #include <torch/torch.h>
 
 #include "common/cudnn_attention_off.h"
+#include "common/pass_counter.h"
 #include "common/random_attention.h"
 #include "common/random_convolution.h"
 #include "common/random_projection.h"
@@ -51,6 +52,7 @@
 namespace zenith {
 namespace {
 
+using testing::pass_counter;
 using testing::RandomProgram;
 using testing::relative_error;
 
@@ -183,14 +185,6 @@ CompiledRun run_as_module(const RandomProgram& program) {
 std::int64_t count(const std::map<std::string, std::int64_t>& counts, const std::string& key) {
   auto it = counts.find(key);
   return it == counts.end() ? 0 : it->second;
-}
-
-// A pass's counter in a compile report (0 when the pass did not run or count it).
-std::int64_t pass_counter(const CompileReport& report, const std::string& pass_name, const std::string& counter) {
-  for (const auto& pass : report.passes) {
-    if (pass.name == pass_name) return count(pass.counters, counter);
-  }
-  return 0;
 }
 
 // Groups the fusion pass proposed for this signature.
