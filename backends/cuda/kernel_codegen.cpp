@@ -61,9 +61,11 @@ LaunchConfig reduction_launch(const ReductionKernel& kernel, const std::vector<c
   config.words = pack_reduction_arguments(kernel, operands);
   const std::int64_t rows = config.words[0], row_length = config.words[1];
   if (rows == 0) return config;
-  // About four elements per thread, whole warps, at most 1024; one block per row, grid-striding
-  // over rows beyond what fills the device.
-  const std::int64_t threads = (std::min<std::int64_t>((row_length + 3) / 4, 1024) + 31) / 32 * 32;
+  // kRowElementsPerThread elements a thread, whole warps, at most kRowMaxThreads: a row of up to
+  // 4,096 elements can take the vector path, read once into registers. One block per row,
+  // grid-striding over rows beyond what fills the device.
+  const std::int64_t per_thread = kRowElementsPerThread;
+  const std::int64_t threads = (std::min<std::int64_t>((row_length + per_thread - 1) / per_thread, kRowMaxThreads) + 31) / 32 * 32;
   config.threads = static_cast<int>(std::max<std::int64_t>(threads, 32));
   config.blocks = std::min<std::int64_t>(rows, multiprocessors * 32LL);
   return config;

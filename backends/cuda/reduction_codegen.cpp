@@ -96,7 +96,50 @@ __device__ __forceinline__ float zn_block_reduce(float v, Op op) {
   __syncthreads();
   return total;
 }
+// Four consecutive elements in one load or store of 4 * sizeof(T) bytes, converted to and from
+// float32 as zn_load and zn_store convert one.
+template <typename T>
+__device__ __forceinline__ bool zn_vector_aligned(const T* p) {
+  return reinterpret_cast<unsigned long long>(p) % (4 * sizeof(T)) == 0;
+}
+__device__ __forceinline__ void zn_load4(const float* p, float* v) {
+  const float4 t = *reinterpret_cast<const float4*>(p);
+  v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+}
+__device__ __forceinline__ void zn_load4(const __half* p, float* v) {
+  const uint2 t = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&t.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&t.y));
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void zn_load4(const __nv_bfloat16* p, float* v) {
+  const uint2 t = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&t.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&t.y));
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void zn_load4(const bool* p, float* v) {
+  const uchar4 t = *reinterpret_cast<const uchar4*>(p);
+  v[0] = t.x ? 1.f : 0.f; v[1] = t.y ? 1.f : 0.f; v[2] = t.z ? 1.f : 0.f; v[3] = t.w ? 1.f : 0.f;
+}
+__device__ __forceinline__ void zn_store4(float* p, const float* v) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void zn_store4(__half* p, const float* v) {
+  const __half2 a = __floats2half2_rn(v[0], v[1]), b = __floats2half2_rn(v[2], v[3]);
+  *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+}
+__device__ __forceinline__ void zn_store4(__nv_bfloat16* p, const float* v) {
+  const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
+  *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+}
+__device__ __forceinline__ void zn_store4(bool* p, const float* v) {
+  *reinterpret_cast<uchar4*>(p) = make_uchar4(v[0] != 0.f, v[1] != 0.f, v[2] != 0.f, v[3] != 0.f);
+}
 )";
+
+static_assert(kRowVectorWidth == 4, "zn_load4 and zn_store4 move four elements");
+static_assert(kRowElementsPerThread % kRowVectorWidth == 0, "a thread holds whole vectors");
 
 const char* combine_functor(Combine combine) {
   switch (combine) {
@@ -442,24 +485,90 @@ class Generator {
     return fmt::format("(p{0} + e{0})", k);
   }
 
-  // One sweep over the row: loads, the full statements that phase `level` can compute, then
-  // `tail` (accumulations or stores).
-  std::string sweep(int level, const std::string& tail) const {
-    std::string code = "    for (Index j = threadIdx.x; j < row_length; j += blockDim.x) {\n";
-    code += element_offsets();
+  // How a sweep reaches the row. On the vector path (a row of at most kRowElementsPerThread per
+  // thread, its length a multiple of kRowVectorWidth, every contiguous operand aligned to a
+  // vector) each thread takes whole vectors of kRowVectorWidth consecutive elements: the first
+  // sweep (Fill) loads the contiguous inputs' vectors into registers with one load each, the later
+  // sweeps (Cached) read them there, and the contiguous outputs are stored a vector at a time.
+  // Anything else reads its row element by element, again in every sweep (Stream).
+  enum class Reach { Stream, Fill, Cached };
+
+  bool contiguous_full(std::size_t k) const { return operands_[k].domain == Domain::Full && operands_[k].contiguous; }
+
+  bool has_vector_path() const {
+    for (std::size_t k = 0; k < operands_.size(); ++k) {
+      if (contiguous_full(k)) return true;
+    }
+    return false;
+  }
+
+  // The kernel's own check, uniform across the block: whether these rows take the vector path.
+  std::string vector_condition() const {
+    std::string code = fmt::format("row_length % {0} == 0 && row_length <= {1} * (Index)blockDim.x", kRowVectorWidth,
+                                   kRowElementsPerThread);
+    for (std::size_t k = 0; k < operands_.size(); ++k) {
+      if (contiguous_full(k)) code += fmt::format(" && zn_vector_aligned(p{})", k);
+    }
+    return code;
+  }
+
+  std::string row_start(std::size_t k) const { return fmt::format("(p{} + row * row_length + jv)", k); }
+
+  // One sweep over the row: the inputs (from memory or the registers), the full statements that
+  // phase `level` can compute, then `tail` (accumulations or stores), with `vector_stores` after
+  // each vector on the vector path.
+  std::string sweep(Reach reach, int level, const std::string& tail, const std::string& vector_stores = "") const {
+    std::string code;
+    if (reach == Reach::Stream) {
+      code = "    for (Index j = threadIdx.x; j < row_length; j += blockDim.x) {\n" + element_offsets();
+    } else {
+      code = fmt::format("#pragma unroll\n    for (int i = 0; i < {0}; ++i) {{\n"
+                         "      const Index jv = ((Index)threadIdx.x + (Index)i * blockDim.x) * {1};\n"
+                         "      if (jv < row_length) {{\n",
+                         kRowElementsPerThread / kRowVectorWidth, kRowVectorWidth);
+      for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
+        if (reach == Reach::Fill && contiguous_full(k)) {
+          code += fmt::format("        zn_load4({}, c{} + i * {});\n", row_start(k), k, kRowVectorWidth);
+        }
+      }
+      for (std::size_t o = 0; o < outputs_.size(); ++o) {
+        const std::size_t k = group_.inputs.size() + o;
+        if (contiguous_full(k) && !vector_stores.empty()) code += fmt::format("        float s{}[{}];\n", k, kRowVectorWidth);
+      }
+      code += fmt::format("#pragma unroll\n        for (int v = 0; v < {}; ++v) {{\n        const Index j = jv + v;\n",
+                          kRowVectorWidth);
+      code += element_offsets();
+    }
     for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
-      if (operands_[k].domain == Domain::Full) code += fmt::format("        const float a{} = zn_load({});\n", k, address(k));
+      if (operands_[k].domain != Domain::Full) continue;
+      if (reach != Reach::Stream && contiguous_full(k)) {
+        code += fmt::format("        const float a{0} = c{0}[i * {1} + v];\n", k, kRowVectorWidth);
+      } else {
+        code += fmt::format("        const float a{} = zn_load({});\n", k, address(k));
+      }
     }
     for (const auto& s : statements_) {
       if (s.domain == Domain::Full && s.level <= level) code += "        " + s.code + "\n";
     }
-    return code + tail + "    }\n";
+    code += tail;
+    if (reach == Reach::Stream) return code + "    }\n";
+    return code + "        }\n" + vector_stores + "      }\n    }\n";
   }
 
-  std::string body() const {
+  // The work on one row, on the vector path or streaming it.
+  std::string body(bool vector) const {
     int phases = 0;
     for (const auto& a : accumulations_) phases = std::max(phases, a.phase + 1);
     std::string code = row_offsets();
+    if (vector) {
+      for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
+        if (contiguous_full(k)) code += fmt::format("    float c{}[{}];\n", k, kRowElementsPerThread);
+      }
+    }
+    auto reach = [&](int sweep_index) {
+      if (!vector) return Reach::Stream;
+      return sweep_index == 0 ? Reach::Fill : Reach::Cached;
+    };
     for (int phase = 0; phase < phases; ++phase) {
       std::string tail;
       for (const auto& a : accumulations_) {
@@ -467,7 +576,7 @@ class Generator {
         code += fmt::format("    float {} = {}::identity();\n", a.accumulator, combine_functor(a.combine));
         tail += fmt::format("        {0} = {1}()({0}, {2});\n", a.accumulator, combine_functor(a.combine), a.input);
       }
-      code += sweep(phase, tail);
+      code += sweep(reach(phase), phase, tail);
       for (const auto& a : accumulations_) {
         if (a.phase == phase) code += fmt::format("    {0} = zn_block_reduce({0}, {1}());\n", a.accumulator, combine_functor(a.combine));
       }
@@ -475,13 +584,19 @@ class Generator {
         if (s.domain == Domain::Row && s.level == phase + 1) code += "    " + s.code + "\n";
       }
     }
-    std::string stores, row_stores;
+    std::string stores, vector_stores, row_stores;
     for (std::size_t o = 0; o < outputs_.size(); ++o) {
       std::size_t k = group_.inputs.size() + o;
-      if (outputs_[o].domain == Domain::Full) stores += fmt::format("        zn_store({}, {});\n", address(k), outputs_[o].name);
-      else row_stores += fmt::format("      zn_store({}, {});\n", address(k), outputs_[o].name);
+      if (outputs_[o].domain == Domain::Row) {
+        row_stores += fmt::format("      zn_store({}, {});\n", address(k), outputs_[o].name);
+      } else if (vector && contiguous_full(k)) {
+        stores += fmt::format("        s{}[v] = {};\n", k, outputs_[o].name);
+        vector_stores += fmt::format("        zn_store4({}, s{});\n", row_start(k), k);
+      } else {
+        stores += fmt::format("        zn_store({}, {});\n", address(k), outputs_[o].name);
+      }
     }
-    if (!stores.empty()) code += sweep(phases, stores);
+    if (!stores.empty()) code += sweep(reach(phases), phases, stores, vector_stores);
     if (!row_stores.empty()) code += "    if (threadIdx.x == 0) {\n" + row_stores + "    }\n";
     return code;
   }
@@ -494,7 +609,7 @@ class Generator {
                         kernel_.key, rank);
     for (std::size_t k = 0; k < operands_.size(); ++k) code += fmt::format("  void* ptr{0};\n  long long strides{0}[{1}];\n", k, rank);
     code += "};\n\n";
-    code += fmt::format("extern \"C\" __global__ void __launch_bounds__(1024) {}(const Args p) {{\n", kernel_.name);
+    code += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const Args p) {{\n", kRowMaxThreads, kernel_.name);
     code += fmt::format("  typedef {} Index;\n", kernel_.index64 ? "long long" : "int");
     for (std::size_t k = 0; k < operands_.size(); ++k) {
       const char* type = storage_type(operands_[k].dtype);
@@ -506,8 +621,13 @@ class Generator {
       if (operands_[k].domain == Domain::Scalar) code += fmt::format("  const float a{0} = zn_load(p{0});\n", k);
     }
     code += "  const Index rows = (Index)p.rows;\n  const Index row_length = (Index)p.row_length;\n";
-    code += "  for (Index row = blockIdx.x; row < rows; row += gridDim.x) {\n";
-    code += body();
+    if (has_vector_path()) {
+      code += "  const bool vector_rows = " + vector_condition() + ";\n";
+      code += "  for (Index row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+      code += "  if (vector_rows) {\n" + body(true) + "  } else {\n" + body(false) + "  }\n";
+    } else {
+      code += "  for (Index row = blockIdx.x; row < rows; row += gridDim.x) {\n" + body(false);
+    }
     code += "  }\n}\n";
     return code;
   }

@@ -8,10 +8,13 @@
 // on such results). A reduction whose input needs k earlier reductions runs in phase k: the block
 // sweeps its row once per phase, recomputing the elementwise prologue from the inputs rather than
 // keeping it, then combines the partial results across the block. A last sweep writes the full
-// outputs. Everything is evaluated in float32, except that a float16 or bfloat16 value a reduction
-// reads is rounded to its dtype where it is computed, as eager stores it: the reduction and every
-// other reader then see eager's value (a softmax over float16 scores plus -65504 is decided by
-// that rounding; relu(x - amax(x)) stays 0).
+// outputs. Rows of at most 4,096 elements whose length is a multiple of four and whose contiguous
+// operands are aligned take the vector path: each thread loads four consecutive elements at a
+// time, once, into registers, where the later sweeps read them (see Generator::Reach).
+// Everything is evaluated in float32, except that a float16 or bfloat16 value a reduction reads
+// is rounded to its dtype where it is computed, as eager stores it: the reduction and every other
+// reader then see eager's value (a softmax over float16 scores plus -65504 is decided by that
+// rounding; relu(x - amax(x)) stays 0).
 //
 // Like the elementwise kernels, these are shape-generic: the key holds ranks, layout classes and
 // broadcast patterns, never a size.
@@ -29,7 +32,14 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kReductionCodegenVersion = 2;
+constexpr int kReductionCodegenVersion = 3;
+
+/// The row kernels' vector path: kRowVectorWidth consecutive elements a load or store, at most
+/// kRowElementsPerThread elements a thread held in registers across the sweeps.
+constexpr int kRowVectorWidth = 4;
+constexpr int kRowElementsPerThread = 8;
+/// The most threads a row kernel's block has (its launch bounds).
+constexpr int kRowMaxThreads = 512;
 
 /// A generated row kernel and what a launch needs to know about it.
 struct ReductionKernel {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
@@ -165,6 +166,49 @@ TEST(ReductionCodegen, SixteenBitRowsAreReadAsEagerHoldsThem) {
   const auto float32 = generate_or_fail(attention_softmax({2, 3, 8, 40}, at::kFloat, false)).source;
   const auto body = float32.substr(float32.find("__global__"));
   EXPECT_EQ(body.find("zn_round_"), std::string::npos) << body;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+// Rows that take the vector path are read from memory once, a vector of four elements at a time:
+// layer norm over x + residual sweeps three times (the mean, the variance, the store); on the
+// vector path its contiguous inputs are loaded once (two vector loads) and its outputs stored a
+// vector at a time, where the path for other rows loads each element in every sweep.
+TEST(ReductionCodegen, ShortAlignedRowsAreReadOnceAVectorAtATime) {
+  const auto kernel = generate_or_fail(layer_norm({32, 128, 768}, at::kHalf));
+  const auto body = kernel.source.substr(kernel.source.find("__global__"));
+  const auto condition = body.find("const bool vector_rows = row_length % 4 == 0");
+  const auto branch = body.find("if (vector_rows) {");
+  const auto other = body.find("} else {", branch);
+  ASSERT_NE(condition, std::string::npos) << body;
+  ASSERT_NE(branch, std::string::npos) << body;
+  ASSERT_NE(other, std::string::npos) << body;
+  const auto vector = body.substr(branch, other - branch), streamed = body.substr(other);
+  EXPECT_EQ(occurrences(vector, "zn_load4("), 2u) << vector;
+  EXPECT_EQ(occurrences(vector, "zn_store4("), 2u) << vector;
+  EXPECT_EQ(occurrences(vector, "zn_load((p0 "), 0u) << vector;
+  EXPECT_EQ(occurrences(vector, "zn_block_reduce("), 2u) << vector;
+  EXPECT_EQ(occurrences(streamed, "zn_load((p0 "), 3u) << streamed;
+  EXPECT_EQ(occurrences(streamed, "zn_load4("), 0u) << streamed;
+  EXPECT_EQ(occurrences(streamed, "zn_block_reduce("), 2u) << streamed;
+  expect_compiles(kernel);
+}
+
+// A group whose every full operand is strided (a transposed input and output) has no vector path.
+TEST(ReductionCodegen, StridedRowsHaveNoVectorPath) {
+  GraphBuilder b;
+  int x = b.input({8, 64}, at::kFloat);
+  int y = b.op("aten::softmax", "int", {value("self", x), scalar("dim", -1), none("dtype")});
+  auto graph = b.finish({y});
+  graph.value(x).type.strides = {1, 8};
+  graph.value(y).type.strides = {1, 8};
+  const auto kernel = generate_or_fail(graph);
+  EXPECT_EQ(kernel.source.find("vector_rows"), std::string::npos) << kernel.source;
+  expect_compiles(kernel);
 }
 
 TEST(ReductionCodegen, KeysHoldTheShapeClassNotTheSizes) {

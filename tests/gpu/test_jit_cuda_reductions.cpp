@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "common/fresh_inputs.h"
@@ -81,7 +82,7 @@ TEST_F(JitCudaReductions, EveryReductionAgainstEagerAcrossDtypesLengthsAndLayout
   torch::NoGradGuard no_grad;
   for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
     auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-    for (std::int64_t n : {1LL, 7LL, 128LL, 4097LL}) {
+    for (std::int64_t n : {1LL, 7LL, 128LL, 4096LL, 4097LL}) {  // 4,096 the longest row held in registers
       for (const char* layout : {"contiguous", "transposed", "sliced", "misaligned"}) {
         for (const auto& [name, fn] : cases()) {
           if (n == 1 && name == "var") continue;  // eager divides by n - 1 = 0: both NaN/inf
@@ -193,6 +194,37 @@ TEST_F(JitCudaReductions, AFullyMaskedFloat16RowIsWeighedAsEagerRoundsIt) {
     EXPECT_LE(relative_error(got, want), tolerance(at::kHalf)) << call_name(call);
   }
   EXPECT_EQ(fast.report().groups, 1) << fast.report().to_string();
+}
+
+// Rows of 128 take the vector path when their operands are aligned (four elements a load: a
+// boolean mask four bytes at a time, a boolean result stored four at a time) and the element path
+// when they start one element off: both against eager, in every dtype.
+TEST_F(JitCudaReductions, BooleanRowsOnTheVectorPathAndOffIt) {
+  torch::NoGradGuard no_grad;
+  auto masked = [](at::Tensor x, at::Tensor hidden) { return torch::softmax(x.masked_fill(hidden, -1e4), -1); };
+  auto above = [](at::Tensor x, at::Tensor) { return x > torch::amax(x, {-1}, true) * 0.5; };
+  auto rows = [](bool misaligned, const torch::TensorOptions& options) {
+    if (!misaligned) return torch::empty({6, 128}, options);
+    return torch::empty({6 * 128 + 1}, options).narrow(0, 1, 6 * 128).view({6, 128});
+  };
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    const auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    for (bool misaligned : {false, true}) {
+      auto fast_masked = compile(masked, strict()), fast_above = compile(above, strict());
+      for (int call = 0; call < kCallsPerSignature; ++call) {
+        auto x = rows(misaligned, options).normal_();
+        auto hidden = rows(misaligned, options.dtype(at::kBool)).copy_(torch::rand({6, 128}, torch::kCUDA) < 0.3);
+        const auto where = fmt::format("{} {}, {}", c10::toString(dtype), misaligned ? "misaligned" : "aligned", call_name(call));
+        EXPECT_LE(relative_error(fast_masked(x, hidden).to(at::kFloat), masked(x, hidden).to(at::kFloat)), tolerance(dtype))
+            << where;
+        // amax is exact and halving it too: the comparison gives eager's booleans exactly.
+        EXPECT_TRUE(torch::equal(fast_above(x, hidden), above(x, hidden))) << where;
+      }
+      for (auto* fast : {&fast_masked, &fast_above}) {
+        EXPECT_EQ(fast->report().nodes_per_backend.count("torch_gpu"), 0u) << fast->report().to_string();
+      }
+    }
+  }
 }
 
 TEST_F(JitCudaReductions, ANewSequenceLengthReusesTheKernels) {
