@@ -47,6 +47,11 @@ bool retype_readers(ir::Graph& graph, std::set<int> changed, std::size_t from) {
     auto& node = graph.nodes[n];
     const auto inputs = node.input_ids();
     if (std::none_of(inputs.begin(), inputs.end(), [&](int id) { return changed.count(id) > 0; })) continue;
+    // A fused attention's result keeps the layout its type says (attention fusion gives it the
+    // fused kernels' layout; the executor lays out what a backend hands back as the type says),
+    // whatever the layout of what it reads. Its meta kernel could not say otherwise: ATen has
+    // none for the math path's masked form.
+    if (node.op == "aten::scaled_dot_product_attention") continue;
     std::vector<at::Tensor> outputs;
     try {
       outputs = meta.run(node);

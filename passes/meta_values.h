@@ -42,7 +42,8 @@ int type_result(ir::Graph& graph, MetaValues& meta, ir::Node& node, int output =
 /// (values whose types the caller already set: a rewrite changed their layout), and in turn what
 /// reads those nodes' results. Returns false when a node's result would change dtype or sizes,
 /// when a node cannot be typed (a view of a layout it cannot view) or when a returned value's
-/// layout would change; the graph is then partly retyped and the caller drops it.
+/// layout would change; the graph is then partly retyped and the caller drops it. A scaled dot
+/// product attention keeps its result's type (the executor lays its result out so).
 bool retype_readers(ir::Graph& graph, std::set<int> changed, std::size_t from);
 
 }  // namespace zenith::passes

@@ -1,5 +1,6 @@
 #include "passes/sibling_products.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,20 +19,63 @@ struct Product {
   std::size_t node = 0;
   int input = -1;   // x, shared by the siblings
   int weight = -1;  // W [N, K], read as W.t()
-  int bias = -1;    // b [N] (addmm), or -1 (matmul)
+  int bias = -1;    // b [N] (addmm, or matmul's one reader adding it), or -1 (matmul alone)
+  int bias_add = -1;  // the node adding b to matmul's result, or -1
+  int result = -1;    // what the projection's readers read: the product's, or the bias add's
 };
+
+// Linear's forms, as the trace records them: a siblings set has one.
+enum class Form { Matmul, Addmm, MatmulThenBias };
+
+Form form_of(const Product& product) {
+  if (product.bias < 0) return Form::Matmul;
+  return product.bias_add < 0 ? Form::Addmm : Form::MatmulThenBias;
+}
 
 bool is_parameter(const ir::Graph& graph, int id) {
   return id >= 0 && graph.value(id).role == ir::ValueRole::Parameter;
 }
 
+bool is_output(const ir::Graph& graph, int id) {
+  return std::find(graph.outputs.begin(), graph.outputs.end(), id) != graph.outputs.end();
+}
+
+// Whether `bias` can be concatenated as the bias of a product over `weight`: b [N], contiguous.
+bool fits_as_bias(const ir::Graph& graph, int bias, int weight) {
+  const auto& b = graph.value(bias).type;
+  const auto& w = graph.value(weight).type;
+  return b.rank() == 1 && b.sizes[0] == w.sizes[0] && b.dtype == w.dtype && b.strides[0] == 1;
+}
+
+// The bias add that is matmul `product`'s one reader (what linear over more than two dimensions
+// traces as: matmul, then add of the bias parameter), recorded in `product`; false if there is none.
+bool take_bias_add(const ir::Graph& graph, const std::vector<std::vector<int>>& consumers, Product& product) {
+  const int out = graph.nodes[product.node].outputs.front();
+  const auto& readers = consumers[static_cast<std::size_t>(out)];
+  if (readers.size() != 1 || is_output(graph, out)) return false;
+  const auto& add = graph.nodes[static_cast<std::size_t>(readers.front())];
+  if (add.op != "aten::add" || add.overload != "Tensor" || add.outputs.size() != 1) return false;
+  const int self = ir::tensor_arg(add, "self"), other = ir::tensor_arg(add, "other");
+  if ((self == out) == (other == out) || ir::number_arg(add, "alpha") != 1.0) return false;
+  const int bias = self == out ? other : self;  // b + x W^T adds as x W^T + b does
+  if (!is_parameter(graph, bias) || !fits_as_bias(graph, bias, product.weight) ||
+      graph.value(add.outputs.front()).type != graph.value(out).type) {
+    return false;
+  }
+  product.bias = bias;
+  product.bias_add = readers.front();
+  product.result = add.outputs.front();
+  return true;
+}
+
 // The node at `index` as a product of linear's form over a parameter weight (and bias), if it is.
-std::optional<Product> product_at(const ir::Graph& graph, const std::vector<int>& producers, std::size_t index,
-                                  bool cuda_only) {
+std::optional<Product> product_at(const ir::Graph& graph, const std::vector<int>& producers,
+                                  const std::vector<std::vector<int>>& consumers, std::size_t index, bool cuda_only) {
   const auto& node = graph.nodes[index];
   if (node.overload != "" || node.outputs.size() != 1) return std::nullopt;
   Product product;
   product.node = index;
+  product.result = node.outputs.front();
   int transposed = -1;
   if (node.op == "aten::matmul") {
     product.input = ir::tensor_arg(node, "self");
@@ -56,24 +100,21 @@ std::optional<Product> product_at(const ir::Graph& graph, const std::vector<int>
   if (input.dtype != weight.dtype || input.device != weight.device || (cuda_only && !weight.device.is_cuda())) {
     return std::nullopt;
   }
-  if (product.bias >= 0) {
-    const auto& bias = graph.value(product.bias).type;
-    if (bias.rank() != 1 || bias.sizes[0] != weight.sizes[0] || bias.dtype != weight.dtype || bias.strides[0] != 1) {
-      return std::nullopt;
-    }
-  }
+  if (node.op == "aten::matmul") take_bias_add(graph, consumers, product);
+  if (product.bias_add < 0 && product.bias >= 0 && !fits_as_bias(graph, product.bias, product.weight)) return std::nullopt;
   return product;
 }
 
 // Products that may become one: same input, form, dtype and columns; in graph order.
 std::vector<std::vector<Product>> sibling_sets(const ir::Graph& graph, bool cuda_only) {
   const auto producers = graph.producers();
-  std::map<std::tuple<int, bool, std::int64_t>, std::vector<Product>> by_input;
+  const auto consumers = graph.consumers();
+  std::map<std::tuple<int, Form, std::int64_t>, std::vector<Product>> by_input;
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
-    auto product = product_at(graph, producers, n, cuda_only);
+    auto product = product_at(graph, producers, consumers, n, cuda_only);
     if (!product) continue;
     const auto columns = graph.value(product->weight).type.sizes[1];
-    by_input[{product->input, product->bias >= 0, columns}].push_back(*product);
+    by_input[{product->input, form_of(*product), columns}].push_back(*product);
   }
   std::vector<std::vector<Product>> sets;
   for (auto& [key, products] : by_input) {
@@ -102,11 +143,15 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Produ
     const int transposed = type_result(result, meta, transpose, -1);
     made.push_back(std::move(transpose));
     const auto& first = graph.nodes[siblings.front().node];
-    ir::Node product;
-    if (siblings.front().bias >= 0) {
+    const Form form = form_of(siblings.front());
+    int bias_id = -1;
+    if (form != Form::Matmul) {
       auto bias = make_node("aten::cat", "", {{"tensors", biases}, {"dim", std::int64_t{0}}});
-      const int bias_id = type_result(result, meta, bias, -1);
+      bias_id = type_result(result, meta, bias, -1);
       made.push_back(std::move(bias));
+    }
+    ir::Node product;
+    if (form == Form::Addmm) {
       product = make_node("aten::addmm", "", {{"self", ir::ValueRef{bias_id}},
                                               ir::copy_arg(first, "mat1"),
                                               {"mat2", ir::ValueRef{transposed}},
@@ -115,11 +160,19 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Produ
     } else {
       product = make_node("aten::matmul", "", {ir::copy_arg(first, "self"), {"other", ir::ValueRef{transposed}}});
     }
-    const int columns = type_result(result, meta, product, -1);
+    int columns = type_result(result, meta, product, -1);
     made.push_back(std::move(product));
+    if (form == Form::MatmulThenBias) {
+      const auto& first_add = graph.nodes[static_cast<std::size_t>(siblings.front().bias_add)];
+      auto add = make_node("aten::add", "Tensor", {{"self", ir::ValueRef{columns}},
+                                                   {"other", ir::ValueRef{bias_id}},
+                                                   ir::copy_arg(first_add, "alpha")});
+      columns = type_result(result, meta, add, -1);
+      made.push_back(std::move(add));
+    }
     std::int64_t start = 0;
     for (const auto& sibling : siblings) {
-      const int out = graph.nodes[sibling.node].outputs.front();
+      const int out = sibling.result;
       const auto length = graph.value(sibling.weight).type.sizes[0];
       auto view = make_node("aten::narrow", "", {{"self", ir::ValueRef{columns}},
                                                  {"dim", std::int64_t{-1}},
@@ -135,7 +188,10 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, const std::vector<Produ
     return std::nullopt;
   }
   std::set<std::size_t> removed;
-  for (const auto& sibling : siblings) removed.insert(sibling.node);
+  for (const auto& sibling : siblings) {
+    removed.insert(sibling.node);
+    if (sibling.bias_add >= 0) removed.insert(static_cast<std::size_t>(sibling.bias_add));
+  }
   const auto after_made = splice_nodes(result, siblings.front().node, std::move(made), removed);
   if (!retype_readers(result, changed, after_made)) return std::nullopt;
   return result;

@@ -5,7 +5,10 @@
 //   matmul(x, Wq.t()), matmul(x, Wk.t()), matmul(x, Wv.t())
 //     -> y = matmul(x, cat([Wq, Wk, Wv]).t());  q = y.narrow(-1, 0, nq), k = ..., v = ...
 //
-// (`addmm(b, x, W.t())`, linear's form with a bias, likewise, the biases concatenated too.) At a
+// (`addmm(b, x, W.t())`, linear's form with a bias, likewise, the biases concatenated too; and
+// `matmul(x, W.t()) + b`, the form linear over more than two dimensions traces as, when the add is
+// the product's one reader: one add of the concatenated biases, which the matrix-product epilogue
+// takes into the product, instead of an add over each strided view.) At a
 // decoder's batch 1 every product is a launch that streams its weight: one launch over 10.5 MB
 // instead of three over 8.4, 1 and 1 MB saves two launches and the small products' latency floor.
 // The concatenated weight reads parameters alone, so an inference plan keeps it between calls and
@@ -31,7 +34,8 @@ class SiblingProducts : public Pass {
   /// change a returned value's layout or could not be viewed by what reads it). Products are
   /// siblings when they read the same input value, their weights are 2-d parameters of one dtype
   /// and device with the same number of columns, contiguous, read transposed (`aten::t`), and
-  /// either none has a bias or each has a 1-d parameter for one (addmm with beta and alpha 1).
+  /// either none has a bias or each has a 1-d parameter for one (addmm with beta and alpha 1, or
+  /// an add with alpha 1 that is the matmul's one reader).
   void run(ir::Graph& graph, PassReport& report) override;
 
  private:

@@ -30,6 +30,11 @@ int linear(GraphBuilder& b, int x, int weight) {
   return b.op("aten::matmul", "", {value("self", x), value("other", transposed)});
 }
 
+// Linear over more than two dimensions, as the trace records it: matmul, then the bias added.
+int linear_then_bias(GraphBuilder& b, int x, int weight, int bias) {
+  return b.op("aten::add", "Tensor", {value("self", linear(b, x, weight)), value("other", bias), scalar("alpha", 1)});
+}
+
 int linear_with_bias(GraphBuilder& b, int x, int weight, int bias) {
   int transposed = b.op("aten::t", "", {value("self", weight)});
   return b.op("aten::addmm", "",
@@ -120,6 +125,37 @@ TEST(SiblingProducts, BiasedProjectionsConcatenateTheirBiasesToo) {
   expect_same_results(before, graph, b.example_inputs());
 }
 
+// BERT's projections: matmul, then the bias added. The adds go with the products: one product,
+// one add of the concatenated biases (which the matrix-product epilogue then takes), and the
+// views of its columns, instead of three adds over strided views.
+TEST(SiblingProducts, ProjectionsWithTheirBiasAddedAfterTakeTheAddsAlong) {
+  GraphBuilder b;
+  int x = b.input({kBatch, kTokens, kHidden});
+  int projections[3];
+  const char* names[] = {"q", "k", "v"};
+  for (int p = 0; p < 3; ++p) {
+    int w = b.parameter({kHeads * kHeadDim, kHidden}, std::string(names[p]) + ".weight");
+    int bias = b.parameter({kHeads * kHeadDim}, std::string(names[p]) + ".bias");
+    // The value projection adds its bias first, b + x W^T, as a hand-written module may.
+    projections[p] = heads(b, p == 2 ? b.op("aten::add", "Tensor", {value("self", bias), value("other", linear(b, x, w)), scalar("alpha", 1)})
+                                     : linear_then_bias(b, x, w, bias), kHeads);
+  }
+  int keys = b.op("aten::transpose", "int", {value("self", projections[1]), scalar("dim0", -2), scalar("dim1", -1)});
+  int scores = b.op("aten::matmul", "", {value("self", projections[0]), value("other", keys)});
+  int out = b.op("aten::matmul", "", {value("self", scores), value("other", projections[2])});
+  const auto before = b.finish({out});
+  auto graph = before;
+  auto report = rewritten(graph);
+  EXPECT_EQ(report.counters["concatenated"], 3);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 2) << "the weights and the biases";
+  EXPECT_EQ(testing::count_nodes(graph, "aten::add"), 1);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::narrow"), 3);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 3);
+  EXPECT_NO_THROW(ir::verify(graph));
+  EXPECT_EQ(graph.value(out).type, before.value(out).type);
+  expect_same_results(before, graph, b.example_inputs());
+}
+
 TEST(SiblingProducts, LeavesSetsItCannotRewriteExactly) {
   // A projection returned as it is: its view would reach the caller strided, eager's is not.
   {
@@ -145,6 +181,20 @@ TEST(SiblingProducts, LeavesSetsItCannotRewriteExactly) {
     int from_input = linear(b, y, b.input({8, kHidden}));
     int other_input = linear(b, y, b.parameter({8, kHidden}, "d.weight"));
     auto graph = b.finish({biased, plain, from_input, other_input});
+    auto report = rewritten(graph);
+    EXPECT_EQ(report.counters["concatenated"], 0);
+    EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 0);
+  }
+  // A product that its bias add and something else read (its result must stay as it is), next to
+  // one that only its bias add reads: a plain product and one with its bias, not siblings.
+  {
+    GraphBuilder b;
+    int x = b.input({kTokens, kHidden});
+    int a = linear(b, x, b.parameter({8, kHidden}, "a.weight"));
+    int a_biased = b.op("aten::add", "Tensor", {value("self", a), value("other", b.parameter({8}, "a.bias")), scalar("alpha", 1)});
+    int a_doubled = b.op("aten::mul", "Scalar", {value("self", a), scalar("other", 2)});
+    int c = linear_then_bias(b, x, b.parameter({8, kHidden}, "c.weight"), b.parameter({8}, "c.bias"));
+    auto graph = b.finish({a_biased, a_doubled, c});
     auto report = rewritten(graph);
     EXPECT_EQ(report.counters["concatenated"], 0);
     EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 0);
