@@ -234,8 +234,12 @@ class Matcher {
     if (!broadcasts_to(mask.sizes, scores)) return false;
     if (rows_stay_in_range(*m.mask)) return true;
     // The fused node's blind rows are computed again as written (core/attention_blind_rows.h):
-    // a softmax in q's dtype over scores plus a mask of that dtype, as eager computes them.
-    if (blind_rows_ && mask.dtype == q.dtype && !m.float32_softmax) {
+    // a softmax over scores plus a mask summed in q's dtype, its probabilities in that dtype, as
+    // eager computes them. The form that asks the softmax for float32 and casts its result back
+    // (most of transformers' decoders in float16 or bfloat16) computes the same when the sums are
+    // in q's dtype: the float32 softmax of the same sums, rounded to q's dtype by the cast. A
+    // float32 mask promoting the sums stays written out.
+    if (blind_rows_ && mask.dtype == q.dtype && scores.dtype == q.dtype) {
       m.blind_rows = true;
       return true;
     }

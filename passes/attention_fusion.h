@@ -22,7 +22,9 @@
 // multiple of 32 first. A constant mask without a blind row fuses as it is. A mask that is data
 // (a padding or position mask), or a constant with a blind row, fuses in inference plans as the
 // fused node followed by zenith::attention_blind_rows (core/attention_blind_rows.h), which computes
-// the blind rows again as written; elsewhere (training) such attention runs written out, its
+// the blind rows again as written, when the mask and the sums it is added to are of q's dtype
+// (whether the softmax computes in that dtype or is asked for float32 and cast back: the same
+// rows); elsewhere (training) such attention runs written out, its
 // softmax reading 16-bit sums rounded as eager holds them (backends/cuda/reduction_codegen.h).
 //
 // The fused kernels hand back their result over [batch, sequence, heads, dim] memory, transposed

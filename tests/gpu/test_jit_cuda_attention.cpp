@@ -13,6 +13,7 @@
 // multiplying the values, the kernel keeps them in float32: a few units in the last place).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 
 #include <torch/torch.h>
@@ -191,20 +192,32 @@ TEST_F(JitCudaAttention, AQueryWhoseKeysAllCarryTheLowestFiniteMaskIsZeroAsInPyT
 // attention_blind_rows after it, on the kernel. From the second call on, the second sequence is
 // padding throughout and one query of the first sees no key: blind rows, where eager weighs the
 // keys evenly (float32, bfloat16) or by its rounded float16 sums, and the fused kernels alone
-// would give 0 or the scores' softmax. The two sequences are checked apart, against eager.
+// would give 0 or the scores' softmax. The two sequences are checked apart, against eager. In
+// float16 and bfloat16 also as most of transformers' decoders write it: the softmax asked for
+// float32, its result cast back.
 TEST_F(JitCudaAttention, WrittenOutAttentionWithADataMaskComputesItsBlindRowsAsEagerDoes) {
   torch::NoGradGuard no_grad;
   constexpr std::int64_t kBatch = 2, kHeads = 4, kKeys = 40, kDim = 64;
-  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+  auto own_dtype = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
     auto context = at::matmul(at::softmax(at::matmul(q, k.transpose(-2, -1)) * 0.125 + mask, -1), v);
     return context.transpose(1, 2).reshape({q.size(0), q.size(2), kHeads * kDim});
   };
-  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+  auto float32_softmax = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    auto scores = at::matmul(q, k.transpose(-2, -1)) * 0.125 + mask;
+    auto context = at::matmul(at::softmax(scores, -1, at::kFloat).to(q.scalar_type()), v);
+    return context.transpose(1, 2).reshape({q.size(0), q.size(2), kHeads * kDim});
+  };
+  const std::pair<c10::ScalarType, bool> forms[] = {
+      {at::kFloat, false}, {at::kHalf, false}, {at::kBFloat16, false}, {at::kHalf, true}, {at::kBFloat16, true}};
+  for (const auto& [dtype, wide_softmax] : forms) {
+    const std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor, at::Tensor)> fn =
+        wide_softmax ? std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor, at::Tensor)>(float32_softmax)
+                     : own_dtype;
     for (std::int64_t rows : {1, 32}) {
       // With the JIT backend, and without it: PyTorch's backend then runs the op's definition.
       for (bool jit : {true, false}) {
-        SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", " << rows << " query rows"
-                                          << (jit ? "" : ", without the JIT backend"));
+        SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << (wide_softmax ? ", the softmax in float32" : "")
+                                          << ", " << rows << " query rows" << (jit ? "" : ", without the JIT backend"));
         auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
         auto compile_options = strict();
         if (!jit) compile_options.backends = {"torch_gpu", "cpu"};

@@ -320,14 +320,17 @@ TEST(AttentionFusion, LeavesPatternsWhoseIntermediatesAreReadElsewhere) {
 
 // Written-out attention in `dtype` with an additive mask of that dtype: an input, or the constant
 // `constant_mask` [T, T].
-ir::Graph build_masked(Attention& a, c10::ScalarType dtype, const std::optional<at::Tensor>& constant_mask) {
+// With `float32_softmax`, the softmax asked for float32 and its result cast back to `dtype` for the
+// product, as Llama, Mistral and most of transformers' decoders write it in float16 or bfloat16.
+ir::Graph build_masked(Attention& a, c10::ScalarType dtype, const std::optional<at::Tensor>& constant_mask,
+                       bool float32_softmax = false) {
   auto& b = a.builder;
   int x = b.input({kBatch, kTokens, kHeads * kDim}, dtype);
   int mask = constant_mask ? b.constant(constant_mask->to(dtype)) : b.input({kBatch, 1, 1, kTokens}, dtype);
   const int v = scores_and_values(a, x);
   int scaled = b.op("aten::mul", "Scalar", {value("self", a.scores), real("other", 0.35)});
   int masked = b.op("aten::add", "Tensor", {value("self", scaled), value("other", mask), scalar("alpha", 1)});
-  attend(a, masked, v);
+  attend(a, masked, v, float32_softmax ? std::optional<c10::ScalarType>(dtype) : std::nullopt);
   return b.finish({a.merged});
 }
 
@@ -380,13 +383,17 @@ TEST(AttentionFusion, AdditiveMasksFuseOnlyAsConstantsWhoseEveryRowSeesAKey) {
 // result is eager's on fresh masks, one with a fully masked batch element (its every query
 // blind), one without; and for float32, whose blind rows eager weighs evenly, a blind row is the
 // keys' mean value.
+// Also in the form that asks the softmax for float32 and casts its result back: eager's float32
+// softmax of the same 16-bit sums, rounded to q's dtype by the cast, is what the blind-rows op
+// computes.
 TEST(AttentionFusion, InInferenceAMaskThatMayHideEveryKeyFusesWithItsBlindRowsComputedAgain) {
-  for (auto dtype : {at::kFloat, at::kBFloat16}) {
-    SCOPED_TRACE(c10::toString(dtype));
+  const std::pair<c10::ScalarType, bool> forms[] = {{at::kFloat, false}, {at::kBFloat16, false}, {at::kBFloat16, true}};
+  for (const auto& [dtype, float32_softmax] : forms) {
+    SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << (float32_softmax ? ", the softmax in float32" : ""));
     const double lowest = dtype == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
                                                  : static_cast<double>(std::numeric_limits<float>::lowest());
     Attention a;
-    const auto before = build_masked(a, dtype, std::nullopt);
+    const auto before = build_masked(a, dtype, std::nullopt, float32_softmax);
     auto graph = before;
     PassReport report;
     AttentionFusion(/*cuda_only=*/false, /*blind_rows=*/true).run(graph, report);
@@ -422,6 +429,20 @@ TEST(AttentionFusion, InInferenceAMaskThatMayHideEveryKeyFusesWithItsBlindRowsCo
       }
     }
   }
+}
+
+// Autocast's form with a float32 mask: the masked scores are float32, not rounded to the
+// products' dtype as the blind-rows op rounds them, so in inference too such a mask that is data
+// stays written out.
+TEST(AttentionFusion, InInferenceAFloat32MaskPromotingTheScoresStaysWrittenOut) {
+  Attention a;
+  build(a, Scale::Mul, Mask::Right, at::kFloat, at::kBFloat16, /*mask_is_input=*/true);
+  auto graph = a.builder.finish({a.merged});
+  PassReport report;
+  AttentionFusion(/*cuda_only=*/false, /*blind_rows=*/true).run(graph, report);
+  EXPECT_EQ(report.counters["fused"], 0);
+  EXPECT_EQ(report.counters["additive_mask_kept"], 1);
+  EXPECT_EQ(testing::count_nodes(graph, "zenith::attention_blind_rows"), 0);
 }
 
 TEST(AttentionFusion, KeepsTheTypeOfWhatTheModuleReturns) {
