@@ -101,7 +101,8 @@ std::optional<Product> product_at(const ir::Graph& graph, const std::vector<int>
     return std::nullopt;
   }
   if (node.op == "aten::matmul") take_bias_add(graph, consumers, product);
-  if (product.bias_add < 0 && product.bias >= 0 && !fits_as_bias(graph, product.bias, product.weight)) return std::nullopt;
+  const bool addmm_bias = product.bias_add < 0 && product.bias >= 0;
+  if (addmm_bias && !fits_as_bias(graph, product.bias, product.weight)) return std::nullopt;
   return product;
 }
 

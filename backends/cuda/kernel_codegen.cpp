@@ -65,7 +65,8 @@ LaunchConfig reduction_launch(const ReductionKernel& kernel, const std::vector<c
   // 4,096 elements can take the vector path, read once into registers. One block per row,
   // grid-striding over rows beyond what fills the device.
   const std::int64_t per_thread = kRowElementsPerThread;
-  const std::int64_t threads = (std::min<std::int64_t>((row_length + per_thread - 1) / per_thread, kRowMaxThreads) + 31) / 32 * 32;
+  const std::int64_t wanted = std::min<std::int64_t>((row_length + per_thread - 1) / per_thread, kRowMaxThreads);
+  const std::int64_t threads = (wanted + 31) / 32 * 32;
   config.threads = static_cast<int>(std::max<std::int64_t>(threads, 32));
   config.blocks = std::min<std::int64_t>(rows, multiprocessors * 32LL);
   return config;

@@ -127,11 +127,13 @@ __device__ __forceinline__ void zn_store4(float* p, const float* v) {
 }
 __device__ __forceinline__ void zn_store4(__half* p, const float* v) {
   const __half2 a = __floats2half2_rn(v[0], v[1]), b = __floats2half2_rn(v[2], v[3]);
-  *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+  *reinterpret_cast<uint2*>(p) =
+      make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
 }
 __device__ __forceinline__ void zn_store4(__nv_bfloat16* p, const float* v) {
   const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
-  *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+  *reinterpret_cast<uint2*>(p) =
+      make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
 }
 __device__ __forceinline__ void zn_store4(bool* p, const float* v) {
   *reinterpret_cast<uchar4*>(p) = make_uchar4(v[0] != 0.f, v[1] != 0.f, v[2] != 0.f, v[3] != 0.f);
@@ -533,7 +535,9 @@ class Generator {
       }
       for (std::size_t o = 0; o < outputs_.size(); ++o) {
         const std::size_t k = group_.inputs.size() + o;
-        if (contiguous_full(k) && !vector_stores.empty()) code += fmt::format("        float s{}[{}];\n", k, kRowVectorWidth);
+        if (contiguous_full(k) && !vector_stores.empty()) {
+          code += fmt::format("        float s{}[{}];\n", k, kRowVectorWidth);
+        }
       }
       code += fmt::format("#pragma unroll\n        for (int v = 0; v < {}; ++v) {{\n        const Index j = jv + v;\n",
                           kRowVectorWidth);
@@ -609,7 +613,8 @@ class Generator {
                         kernel_.key, rank);
     for (std::size_t k = 0; k < operands_.size(); ++k) code += fmt::format("  void* ptr{0};\n  long long strides{0}[{1}];\n", k, rank);
     code += "};\n\n";
-    code += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const Args p) {{\n", kRowMaxThreads, kernel_.name);
+    code += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(const Args p) {{\n", kRowMaxThreads,
+                        kernel_.name);
     code += fmt::format("  typedef {} Index;\n", kernel_.index64 ? "long long" : "int");
     for (std::size_t k = 0; k < operands_.size(); ++k) {
       const char* type = storage_type(operands_[k].dtype);

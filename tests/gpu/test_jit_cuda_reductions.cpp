@@ -214,9 +214,10 @@ TEST_F(JitCudaReductions, BooleanRowsOnTheVectorPathAndOffIt) {
       for (int call = 0; call < kCallsPerSignature; ++call) {
         auto x = rows(misaligned, options).normal_();
         auto hidden = rows(misaligned, options.dtype(at::kBool)).copy_(torch::rand({6, 128}, torch::kCUDA) < 0.3);
-        const auto where = fmt::format("{} {}, {}", c10::toString(dtype), misaligned ? "misaligned" : "aligned", call_name(call));
-        EXPECT_LE(relative_error(fast_masked(x, hidden).to(at::kFloat), masked(x, hidden).to(at::kFloat)), tolerance(dtype))
-            << where;
+        const auto where =
+            fmt::format("{} {}, {}", c10::toString(dtype), misaligned ? "misaligned" : "aligned", call_name(call));
+        const auto got = fast_masked(x, hidden).to(at::kFloat), want = masked(x, hidden).to(at::kFloat);
+        EXPECT_LE(relative_error(got, want), tolerance(dtype)) << where;
         // amax is exact and halving it too: the comparison gives eager's booleans exactly.
         EXPECT_TRUE(torch::equal(fast_above(x, hidden), above(x, hidden))) << where;
       }

@@ -137,8 +137,10 @@ TEST(SiblingProducts, ProjectionsWithTheirBiasAddedAfterTakeTheAddsAlong) {
     int w = b.parameter({kHeads * kHeadDim, kHidden}, std::string(names[p]) + ".weight");
     int bias = b.parameter({kHeads * kHeadDim}, std::string(names[p]) + ".bias");
     // The value projection adds its bias first, b + x W^T, as a hand-written module may.
-    projections[p] = heads(b, p == 2 ? b.op("aten::add", "Tensor", {value("self", bias), value("other", linear(b, x, w)), scalar("alpha", 1)})
-                                     : linear_then_bias(b, x, w, bias), kHeads);
+    const int projected =
+        p == 2 ? b.op("aten::add", "Tensor", {value("self", bias), value("other", linear(b, x, w)), scalar("alpha", 1)})
+               : linear_then_bias(b, x, w, bias);
+    projections[p] = heads(b, projected, kHeads);
   }
   int keys = b.op("aten::transpose", "int", {value("self", projections[1]), scalar("dim0", -2), scalar("dim1", -1)});
   int scores = b.op("aten::matmul", "", {value("self", projections[0]), value("other", keys)});
@@ -191,7 +193,8 @@ TEST(SiblingProducts, LeavesSetsItCannotRewriteExactly) {
     GraphBuilder b;
     int x = b.input({kTokens, kHidden});
     int a = linear(b, x, b.parameter({8, kHidden}, "a.weight"));
-    int a_biased = b.op("aten::add", "Tensor", {value("self", a), value("other", b.parameter({8}, "a.bias")), scalar("alpha", 1)});
+    int a_bias = b.parameter({8}, "a.bias");
+    int a_biased = b.op("aten::add", "Tensor", {value("self", a), value("other", a_bias), scalar("alpha", 1)});
     int a_doubled = b.op("aten::mul", "Scalar", {value("self", a), scalar("other", 2)});
     int c = linear_then_bias(b, x, b.parameter({8, kHidden}, "c.weight"), b.parameter({8}, "c.bias"));
     auto graph = b.finish({a_biased, a_doubled, c});
