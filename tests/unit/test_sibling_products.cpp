@@ -12,6 +12,7 @@
 #include "core/interpreter.h"
 #include "core/verifier.h"
 #include "graph_builders.h"
+#include "passes/attention_fusion.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/sibling_products.h"
 
@@ -156,6 +157,55 @@ TEST(SiblingProducts, ProjectionsWithTheirBiasAddedAfterTakeTheAddsAlong) {
   EXPECT_NO_THROW(ir::verify(graph));
   EXPECT_EQ(graph.value(out).type, before.value(out).type);
   expect_same_results(before, graph, b.example_inputs());
+}
+
+// The inference pipeline's order: attention fused first (under a padding mask that is data, so
+// with its blind-rows node), then the projections. The fused node then reads the views of the one
+// product; its result keeps the fused kernels' layout (ATen has no meta kernel to type it again
+// for the masked form, and the executor lays its result out as typed).
+TEST(SiblingProducts, FusedAttentionReadsTheViewsOfTheOneProduct) {
+  GraphBuilder b;
+  int x = b.input({kBatch, kTokens, kHidden});
+  int mask = b.input({kBatch, 1, 1, kTokens});
+  int projections[3];
+  const char* names[] = {"q", "k", "v"};
+  for (int p = 0; p < 3; ++p) {
+    int w = b.parameter({kHeads * kHeadDim, kHidden}, std::string(names[p]) + ".weight");
+    int bias = b.parameter({kHeads * kHeadDim}, std::string(names[p]) + ".bias");
+    projections[p] = heads(b, linear_then_bias(b, x, w, bias), kHeads);
+  }
+  int keys = b.op("aten::transpose", "int", {value("self", projections[1]), scalar("dim0", -2), scalar("dim1", -1)});
+  int scores = b.op("aten::matmul", "", {value("self", projections[0]), value("other", keys)});
+  int scaled = b.op("aten::mul", "Scalar", {value("self", scores), testing::real("other", 0.35)});
+  int masked = b.op("aten::add", "Tensor", {value("self", scaled), value("other", mask), scalar("alpha", 1)});
+  int probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), testing::none("dtype")});
+  int context = b.op("aten::matmul", "", {value("self", probabilities), value("other", projections[2])});
+  int back = b.op("aten::transpose", "int", {value("self", context), scalar("dim0", 1), scalar("dim1", 2)});
+  int merged = b.op("aten::reshape", "", {value("self", back), ints("shape", {kBatch, kTokens, kHeads * kHeadDim})});
+  const auto before = b.finish({merged});
+  auto graph = before;
+  PassReport fused;
+  AttentionFusion(/*cuda_only=*/false, /*blind_rows=*/true).run(graph, fused);
+  ASSERT_EQ(fused.counters["fused"], 1);
+  ASSERT_EQ(fused.counters["blind_rows_checked"], 1);
+  auto report = rewritten(graph);
+  EXPECT_EQ(report.counters["concatenated"], 3);
+  EXPECT_EQ(report.counters.count("kept_apart"), 0u);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::narrow"), 3);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
+  EXPECT_NO_THROW(ir::verify(graph));
+  EXPECT_EQ(graph.value(merged).type, before.value(merged).type);
+  // Every input drawn again, the mask's entries 0 or -1e4 with key 0 seen by every query.
+  at::manual_seed(37);
+  for (int draw = 0; draw < 2; ++draw) {
+    std::vector<at::Tensor> inputs;
+    for (const auto& example : b.example_inputs()) inputs.push_back(at::randn_like(example));
+    auto hidden = at::rand({kBatch, 1, 1, kTokens}) < 0.4;
+    hidden.select(3, 0).fill_(false);
+    inputs[1] = at::zeros({kBatch, 1, 1, kTokens}).masked_fill(hidden, -1e4);
+    auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
+    EXPECT_LE(testing::relative_error(got[0], want[0]), 1e-5) << "draw " << draw;
+  }
 }
 
 TEST(SiblingProducts, LeavesSetsItCannotRewriteExactly) {
