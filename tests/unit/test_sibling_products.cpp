@@ -6,6 +6,9 @@
 // parameter update between calls gives the plan).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <string>
+
 #include <ATen/ATen.h>
 
 #include "common_relative_error.h"
@@ -46,6 +49,32 @@ int linear_with_bias(GraphBuilder& b, int x, int weight, int bias) {
 int heads(GraphBuilder& b, int t, std::int64_t count) {
   int split = b.op("aten::view", "", {value("self", t), ints("size", {kBatch, kTokens, count, kHeadDim})});
   return b.op("aten::transpose", "int", {value("self", split), scalar("dim0", 1), scalar("dim1", 2)});
+}
+
+// q, k and v of x as BERT projects them, each with a weight and a bias parameter and its bias
+// added after the product, split into heads; with `bias_first`, v adds its bias first (b + x W^T),
+// as a hand-written module may.
+std::array<int, 3> biased_heads(GraphBuilder& b, int x, bool bias_first) {
+  std::array<int, 3> projections{};
+  const char* names[] = {"q", "k", "v"};
+  for (int p = 0; p < 3; ++p) {
+    int w = b.parameter({kHeads * kHeadDim, kHidden}, std::string(names[p]) + ".weight");
+    int bias = b.parameter({kHeads * kHeadDim}, std::string(names[p]) + ".bias");
+    int projected = -1;
+    if (bias_first && p == 2) {
+      projected = b.op("aten::add", "Tensor", {value("self", bias), value("other", linear(b, x, w)), scalar("alpha", 1)});
+    } else {
+      projected = linear_then_bias(b, x, w, bias);
+    }
+    projections[static_cast<std::size_t>(p)] = heads(b, projected, kHeads);
+  }
+  return projections;
+}
+
+// q @ k^T of biased_heads' projections.
+int query_key_scores(GraphBuilder& b, const std::array<int, 3>& projections) {
+  int keys = b.op("aten::transpose", "int", {value("self", projections[1]), scalar("dim0", -2), scalar("dim1", -1)});
+  return b.op("aten::matmul", "", {value("self", projections[0]), value("other", keys)});
 }
 
 PassReport rewritten(ir::Graph& graph) {
@@ -132,19 +161,8 @@ TEST(SiblingProducts, BiasedProjectionsConcatenateTheirBiasesToo) {
 TEST(SiblingProducts, ProjectionsWithTheirBiasAddedAfterTakeTheAddsAlong) {
   GraphBuilder b;
   int x = b.input({kBatch, kTokens, kHidden});
-  int projections[3];
-  const char* names[] = {"q", "k", "v"};
-  for (int p = 0; p < 3; ++p) {
-    int w = b.parameter({kHeads * kHeadDim, kHidden}, std::string(names[p]) + ".weight");
-    int bias = b.parameter({kHeads * kHeadDim}, std::string(names[p]) + ".bias");
-    // The value projection adds its bias first, b + x W^T, as a hand-written module may.
-    const int projected =
-        p == 2 ? b.op("aten::add", "Tensor", {value("self", bias), value("other", linear(b, x, w)), scalar("alpha", 1)})
-               : linear_then_bias(b, x, w, bias);
-    projections[p] = heads(b, projected, kHeads);
-  }
-  int keys = b.op("aten::transpose", "int", {value("self", projections[1]), scalar("dim0", -2), scalar("dim1", -1)});
-  int scores = b.op("aten::matmul", "", {value("self", projections[0]), value("other", keys)});
+  const auto projections = biased_heads(b, x, /*bias_first=*/true);
+  int scores = query_key_scores(b, projections);
   int out = b.op("aten::matmul", "", {value("self", scores), value("other", projections[2])});
   const auto before = b.finish({out});
   auto graph = before;
@@ -167,15 +185,8 @@ TEST(SiblingProducts, FusedAttentionReadsTheViewsOfTheOneProduct) {
   GraphBuilder b;
   int x = b.input({kBatch, kTokens, kHidden});
   int mask = b.input({kBatch, 1, 1, kTokens});
-  int projections[3];
-  const char* names[] = {"q", "k", "v"};
-  for (int p = 0; p < 3; ++p) {
-    int w = b.parameter({kHeads * kHeadDim, kHidden}, std::string(names[p]) + ".weight");
-    int bias = b.parameter({kHeads * kHeadDim}, std::string(names[p]) + ".bias");
-    projections[p] = heads(b, linear_then_bias(b, x, w, bias), kHeads);
-  }
-  int keys = b.op("aten::transpose", "int", {value("self", projections[1]), scalar("dim0", -2), scalar("dim1", -1)});
-  int scores = b.op("aten::matmul", "", {value("self", projections[0]), value("other", keys)});
+  const auto projections = biased_heads(b, x, /*bias_first=*/false);
+  int scores = query_key_scores(b, projections);
   int scaled = b.op("aten::mul", "Scalar", {value("self", scores), testing::real("other", 0.35)});
   int masked = b.op("aten::add", "Tensor", {value("self", scaled), value("other", mask), scalar("alpha", 1)});
   int probabilities = b.op("aten::softmax", "int", {value("self", masked), scalar("dim", -1), testing::none("dtype")});
