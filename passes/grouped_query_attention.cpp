@@ -117,6 +117,17 @@ std::optional<std::size_t> blind_rows_after(const ir::Graph& graph, std::size_t 
   return static_cast<std::size_t>(readers.front());
 }
 
+// `node` (the attention, or the blind-rows node after it) reading the grouped queries and the
+// key-value heads as they are in place of its query, key and value.
+ir::Node reading_grouped(ir::Node node, int grouped_query, int keys, int values) {
+  for (auto& arg : node.args) {
+    if (arg.name == "query") arg.value = ir::ValueRef{grouped_query};
+    if (arg.name == "key") arg.value = ir::ValueRef{keys};
+    if (arg.name == "value") arg.value = ir::ValueRef{values};
+  }
+  return node;
+}
+
 // `graph` with attention node `index` reading the key-value heads `keys` and `values` as they are
 // (and the attention_blind_rows node `blind` after it, if any, reading them so too), or nullopt
 // when a value after it could not be typed again.
@@ -138,12 +149,7 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int 
                                                    {"shape", std::vector<std::int64_t>{batch, groups, factor * tokens, q[3]}}});
     const int grouped_query = type_result(result, meta, grouped, -1);
     made.push_back(std::move(grouped));
-    auto fused = attention;
-    for (auto& arg : fused.args) {
-      if (arg.name == "query") arg.value = ir::ValueRef{grouped_query};
-      if (arg.name == "key") arg.value = ir::ValueRef{keys};
-      if (arg.name == "value") arg.value = ir::ValueRef{values};
-    }
+    auto fused = reading_grouped(attention, grouped_query, keys, values);
     // Typed as the fused kernels lay their result out (see AttentionFusion), not by a meta kernel;
     // for one token, row-major, which the heads' merge below views in place: the JIT backend's
     // attention kernel writes any layout, and PyTorch's result is copied into this one.
@@ -157,12 +163,9 @@ std::optional<ir::Graph> rewrite(const ir::Graph& graph, std::size_t index, int 
     made.push_back(std::move(fused));
     int grouped_result = grouped_out;
     if (blind) {
-      auto checked = graph.nodes[*blind];
+      auto checked = reading_grouped(graph.nodes[*blind], grouped_query, keys, values);
       for (auto& arg : checked.args) {
         if (arg.name == "attention") arg.value = ir::ValueRef{grouped_out};
-        if (arg.name == "query") arg.value = ir::ValueRef{grouped_query};
-        if (arg.name == "key") arg.value = ir::ValueRef{keys};
-        if (arg.name == "value") arg.value = ir::ValueRef{values};
       }
       grouped_result = type_result(result, meta, checked, -1);
       made.push_back(std::move(checked));

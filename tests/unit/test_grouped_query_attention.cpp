@@ -77,14 +77,31 @@ PassReport rewritten(ir::Graph& graph) {
   return report;
 }
 
-// Fresh draws; masks of 0 and -1e4 as models make them. 1e-5: the same sums per query, but a
-// kernel over a longer query block may order them differently.
-void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
+// The rewrite's marks common to every case: one attention ungrouped, nothing repeating the keys
+// and values, a valid graph, the merged heads' type as before.
+void expect_ungrouped(ir::Graph& graph, const ir::Graph& before, int merged) {
+  EXPECT_EQ(rewritten(graph).counters["ungrouped"], 1);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::expand"), 0) << "nothing repeats the keys and values";
+  EXPECT_NO_THROW(ir::verify(graph));
+  EXPECT_EQ(graph.value(merged).type, before.value(merged).type);
+}
+
+// Fresh draws; masks of 0 and -1e4 as models make them, or with `blind_rows` of float32's lowest
+// with key 0 seen, batch element 1 seeing no key at the second draw (blind rows). 1e-5: the same
+// sums per query, but a kernel over a longer query block may order them differently.
+void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples,
+                         bool blind_rows = false) {
   at::manual_seed(31);
   for (int draw = 0; draw < 2; ++draw) {
     std::vector<at::Tensor> inputs;
     for (std::size_t i = 0; i < examples.size(); ++i) {
       inputs.push_back(i == 3 ? (at::rand_like(examples[i]) < 0.3).to(at::kFloat) * -1e4 : at::randn_like(examples[i]));
+    }
+    if (blind_rows) {
+      auto hidden = at::rand_like(examples[3]) < 0.3;
+      hidden.select(3, 0).fill_(false);
+      if (draw == 1) hidden.select(0, 1).fill_(true);
+      inputs[3] = at::zeros_like(examples[3]).masked_fill(hidden, static_cast<double>(std::numeric_limits<float>::lowest()));
     }
     auto want = ir::interpret(before, inputs), got = ir::interpret(after, inputs);
     ASSERT_EQ(want.size(), got.size());
@@ -102,11 +119,8 @@ TEST(GroupedQueryAttention, DecodeAndPaddingMasksReadTheKeyValueHeadsAsTheyAre) 
     build(a, tokens, mask);
     const auto before = a.builder.finish({a.merged});
     auto graph = before;
-    EXPECT_EQ(rewritten(graph).counters["ungrouped"], 1);
-    EXPECT_EQ(testing::count_nodes(graph, "aten::expand"), 0) << "nothing repeats the keys and values";
+    expect_ungrouped(graph, before, a.merged);
     EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
-    EXPECT_NO_THROW(ir::verify(graph));
-    EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
     if (tokens == 1) {
       // One token: the grouped result is row-major, so the heads' merge views it (no copy).
       for (const auto& node : graph.nodes) {
@@ -132,11 +146,8 @@ TEST(GroupedQueryAttention, BlindRowsAfterTheAttentionReadTheKeyValueHeadsAsThey
     build(a, tokens, {kBatch, 1, 1, kKeys}, /*causal=*/false, /*blind_rows=*/true);
     const auto before = a.builder.finish({a.merged});
     auto graph = before;
-    EXPECT_EQ(rewritten(graph).counters["ungrouped"], 1);
-    EXPECT_EQ(testing::count_nodes(graph, "aten::expand"), 0) << "nothing repeats the keys and values";
+    expect_ungrouped(graph, before, a.merged);
     ASSERT_EQ(testing::count_nodes(graph, "zenith::attention_blind_rows"), 1);
-    EXPECT_NO_THROW(ir::verify(graph));
-    EXPECT_EQ(graph.value(a.merged).type, before.value(a.merged).type);
     for (const auto& node : graph.nodes) {
       if (node.op != "zenith::attention_blind_rows") continue;
       EXPECT_EQ(graph.value(ir::tensor_arg(node, "key")).type.sizes[1], kKvHeads) << "the key-value heads as they are";
@@ -144,19 +155,7 @@ TEST(GroupedQueryAttention, BlindRowsAfterTheAttentionReadTheKeyValueHeadsAsThey
       EXPECT_EQ(graph.nodes[static_cast<std::size_t>(graph.producers()[static_cast<std::size_t>(attention)])].op,
                 "aten::scaled_dot_product_attention");
     }
-    at::manual_seed(37);
-    for (int draw = 0; draw < 2; ++draw) {
-      auto inputs = a.builder.example_inputs();
-      for (auto& input : inputs) input = at::randn_like(input);
-      const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
-      auto hidden = at::rand({kBatch, 1, 1, kKeys}) < 0.3;
-      hidden.select(3, 0).fill_(false);
-      if (draw == 1) hidden.select(0, 1).fill_(true);
-      inputs[3] = at::zeros({kBatch, 1, 1, kKeys}).masked_fill(hidden, lowest);
-      auto want = ir::interpret(before, inputs), got = ir::interpret(graph, inputs);
-      // 1e-5, as expect_same_results: the same sums per query, the blind rows computed alike.
-      EXPECT_TRUE(at::allclose(got[0], want[0], 1e-5, 1e-5)) << "draw " << draw;
-    }
+    expect_same_results(before, graph, a.builder.example_inputs(), /*blind_rows=*/true);
   }
 }
 

@@ -155,6 +155,17 @@ TEST(SiblingProducts, BiasedProjectionsConcatenateTheirBiasesToo) {
   expect_same_results(before, graph, b.example_inputs());
 }
 
+// The rewrite run on biased_heads' graph: its three projections one product (none kept apart)
+// read through three views, a valid graph, the result's type as before.
+void expect_q_k_v_as_one_product(ir::Graph& graph, const ir::Graph& before, int result) {
+  auto report = rewritten(graph);
+  EXPECT_EQ(report.counters["concatenated"], 3);
+  EXPECT_EQ(report.counters.count("kept_apart"), 0u);
+  EXPECT_EQ(testing::count_nodes(graph, "aten::narrow"), 3);
+  EXPECT_NO_THROW(ir::verify(graph));
+  EXPECT_EQ(graph.value(result).type, before.value(result).type);
+}
+
 // BERT's projections: matmul, then the bias added. The adds go with the products: one product,
 // one add of the concatenated biases (which the matrix-product epilogue then takes), and the
 // views of its columns, instead of three adds over strided views.
@@ -166,14 +177,10 @@ TEST(SiblingProducts, ProjectionsWithTheirBiasAddedAfterTakeTheAddsAlong) {
   int out = b.op("aten::matmul", "", {value("self", scores), value("other", projections[2])});
   const auto before = b.finish({out});
   auto graph = before;
-  auto report = rewritten(graph);
-  EXPECT_EQ(report.counters["concatenated"], 3);
+  expect_q_k_v_as_one_product(graph, before, out);
   EXPECT_EQ(testing::count_nodes(graph, "aten::cat"), 2) << "the weights and the biases";
   EXPECT_EQ(testing::count_nodes(graph, "aten::add"), 1);
-  EXPECT_EQ(testing::count_nodes(graph, "aten::narrow"), 3);
   EXPECT_EQ(testing::count_nodes(graph, "aten::matmul"), 3);
-  EXPECT_NO_THROW(ir::verify(graph));
-  EXPECT_EQ(graph.value(out).type, before.value(out).type);
   expect_same_results(before, graph, b.example_inputs());
 }
 
@@ -199,13 +206,8 @@ TEST(SiblingProducts, FusedAttentionReadsTheViewsOfTheOneProduct) {
   AttentionFusion(/*cuda_only=*/false, /*blind_rows=*/true).run(graph, fused);
   ASSERT_EQ(fused.counters["fused"], 1);
   ASSERT_EQ(fused.counters["blind_rows_checked"], 1);
-  auto report = rewritten(graph);
-  EXPECT_EQ(report.counters["concatenated"], 3);
-  EXPECT_EQ(report.counters.count("kept_apart"), 0u);
-  EXPECT_EQ(testing::count_nodes(graph, "aten::narrow"), 3);
+  expect_q_k_v_as_one_product(graph, before, merged);
   EXPECT_EQ(testing::count_nodes(graph, "aten::scaled_dot_product_attention"), 1);
-  EXPECT_NO_THROW(ir::verify(graph));
-  EXPECT_EQ(graph.value(merged).type, before.value(merged).type);
   // Every input drawn again, the mask's entries 0 or -1e4 with key 0 seen by every query.
   at::manual_seed(37);
   for (int draw = 0; draw < 2; ++draw) {
