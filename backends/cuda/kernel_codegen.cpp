@@ -33,6 +33,7 @@ std::variant<GeneratedKernel, std::string> wrap(std::variant<Kernel, std::string
 std::variant<GeneratedKernel, std::string> generate_kernel(const ir::Graph& group) {
   if (has_attention(group)) return wrap(generate_attention(group));
   if (has_blind_rows(group)) return wrap(generate_blind_rows(group));
+  if (has_max_pool(group)) return wrap(generate_max_pool(group));
   if (has_row_reduction(group)) return wrap(generate_reduction(group));
   return wrap(generate_elementwise(group));
 }
@@ -90,6 +91,16 @@ LaunchConfig blind_rows_launch(const BlindRowsKernel& kernel, const std::vector<
   return config;
 }
 
+// Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
+LaunchConfig pool_launch(const PoolKernel& kernel, const std::vector<const DLTensor*>& operands, int multiprocessors) {
+  LaunchConfig config;
+  config.words = pack_pool_arguments(kernel, operands);
+  const std::int64_t work = pool_work_items(kernel, config.words);
+  config.threads = kPoolThreads;
+  config.blocks = std::min<std::int64_t>((work + kPoolThreads - 1) / kPoolThreads, multiprocessors * 16LL);
+  return config;
+}
+
 }  // namespace
 
 LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<const DLTensor*>& operands,
@@ -97,6 +108,7 @@ LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<cons
   if (const auto* e = std::get_if<ElementwiseKernel>(&kernel.kernel)) return elementwise_launch(*e, operands, multiprocessors);
   if (const auto* a = std::get_if<AttentionKernel>(&kernel.kernel)) return attention_launch(*a, operands);
   if (const auto* b = std::get_if<BlindRowsKernel>(&kernel.kernel)) return blind_rows_launch(*b, operands);
+  if (const auto* p = std::get_if<PoolKernel>(&kernel.kernel)) return pool_launch(*p, operands, multiprocessors);
   return reduction_launch(std::get<ReductionKernel>(kernel.kernel), operands, multiprocessors);
 }
 
