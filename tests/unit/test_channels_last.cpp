@@ -85,6 +85,72 @@ TEST(ChannelsLast, ConvolutionsReadChannelsLastCopiesMadeOnce) {
   }
 }
 
+// x -> conv(w) -> a -> depthwise conv(dw, a group per channel) -> summed, in `dtype`.
+ir::Graph convolution_then_depthwise(c10::ScalarType dtype) {
+  GraphBuilder b;
+  int x = b.input({2, 3, 8, 8});
+  int w = b.parameter({4, 3, 3, 3}, "w");
+  int dw = b.parameter({4, 1, 3, 3}, "dw");
+  int a = b.op("aten::_convolution", "", conv_args(x, w));
+  auto depthwise = conv_args(a, dw);
+  for (auto& arg : depthwise) {
+    if (arg.name == "groups") arg.value = std::int64_t{4};
+  }
+  int c = b.op("aten::_convolution", "", depthwise);
+  int total = b.op("aten::sum", "", {value("self", c), none("dtype")});
+  auto g = b.finish({total});
+  for (auto& v : g.values) {
+    if (!v) continue;
+    v->type.device = c10::Device(c10::kCUDA, 0);
+    v->type.dtype = dtype;
+  }
+  return g;
+}
+
+// The depthwise convolution of `g` (its weight has one input channel a group).
+const ir::Node& depthwise_of(const ir::Graph& g) {
+  for (const auto& node : g.nodes) {
+    if (node.op == "aten::_convolution" &&
+        g.value(std::get<ir::ValueRef>(node.arg("weight")->value).id).type.sizes[1] == 1) {
+      return node;
+    }
+  }
+  throw std::runtime_error("no depthwise convolution");
+}
+
+// The node computing what `node` reads as `operand`, or null for a graph input.
+const ir::Node* producer_of(const ir::Graph& g, const ir::Node& node, const char* operand) {
+  const int id = std::get<ir::ValueRef>(node.arg(operand)->value).id;
+  for (const auto& p : g.nodes) {
+    if (p.outputs.size() == 1 && p.outputs[0] == id) return &p;
+  }
+  return nullptr;
+}
+
+std::int64_t memory_format_of(const ir::Node* copy) {
+  return copy != nullptr && copy->op == "aten::contiguous" ? std::get<std::int64_t>(copy->arg("memory_format")->value) : -1;
+}
+
+TEST(ChannelsLast, AFloat32DepthwiseConvolutionKeepsTheInputLayoutEagerGivesIt) {
+  constexpr auto kNchw = static_cast<std::int64_t>(c10::MemoryFormat::Contiguous);
+  constexpr auto kChannelsLast = static_cast<std::int64_t>(c10::MemoryFormat::ChannelsLast);
+  auto g = convolution_then_depthwise(c10::kFloat);
+  ASSERT_TRUE(passes::convolutions_channels_last(g, /*training=*/false));
+  // The first convolution reads channels-last copies of x and w; the depthwise one its input
+  // copied back into NCHW (eager's layout) and its weight as it is.
+  const auto& depthwise = depthwise_of(g);
+  EXPECT_EQ(memory_format_of(producer_of(g, depthwise, "input")), kNchw);
+  EXPECT_EQ(producer_of(g, depthwise, "weight"), nullptr);
+  EXPECT_EQ(testing::count_nodes(g, "aten::contiguous"), 3);  // x, w, and the pin
+
+  // In float16 no precision hangs on the layout: the depthwise convolution is moved too.
+  auto half = convolution_then_depthwise(c10::kHalf);
+  ASSERT_TRUE(passes::convolutions_channels_last(half, /*training=*/false));
+  const auto& moved = depthwise_of(half);
+  EXPECT_EQ(memory_format_of(producer_of(half, moved, "input")), kChannelsLast);
+  EXPECT_EQ(memory_format_of(producer_of(half, moved, "weight")), kChannelsLast);
+}
+
 TEST(ChannelsLast, DeclinesOnTheCpuForFourDimensionalOutputsAndEvalBatchNorm) {
   auto on_cpu = two_convolutions();
   for (auto& v : on_cpu.values) {
