@@ -1,6 +1,5 @@
 #include "passes/channels_last_convolutions.h"
 
-#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -39,31 +38,6 @@ bool is_channels_last(const ir::TensorType& type) {
   return type.strides == c10::get_channels_last_strides_2d(c10::IntArrayRef(type.sizes));
 }
 
-// A float32 depthwise convolution (a group per input channel) keeps the layout eager gives its
-// input: ATen runs it on NCHW tensors with its own kernel in float32, and on channels-last ones
-// with cuDNN, which computes in TF32 where the flags allow (the traced `allow_tf32` is true by
-// default). Moved, ConvNeXt-Tiny's float32 logits differed from eager's by 1.7e-3 of the largest
-// on an H100, against 4.5e-5 kept (2026-11-27).
-bool keeps_eager_layout(const ir::Graph& graph, const ir::Node& node) {
-  const auto* groups = node.arg("groups");
-  const auto* count = groups ? std::get_if<std::int64_t>(&groups->value) : nullptr;
-  const auto& input = graph.value(std::get<ir::ValueRef>(node.arg("input")->value).id).type;
-  return input.dtype == c10::kFloat && count != nullptr && *count > 1 && *count == input.sizes[1];
-}
-
-// The node copying `id` into `format` (a no-op at run time when it is laid out so already).
-ir::Node layout_copy(ir::Graph& graph, int id, c10::MemoryFormat format) {
-  auto type = graph.value(id).type;
-  if (format == c10::MemoryFormat::ChannelsLast) {
-    type.strides = c10::get_channels_last_strides_2d(c10::IntArrayRef(type.sizes));
-  }
-  ir::Node contiguous;
-  contiguous.op = "aten::contiguous";
-  contiguous.args = {{"self", ir::ValueRef{id}}, {"memory_format", static_cast<std::int64_t>(format)}};
-  contiguous.outputs = {graph.add_value(type, ir::ValueRole::Intermediate)};
-  return contiguous;
-}
-
 }  // namespace
 
 bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only) {
@@ -73,32 +47,29 @@ bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only)
   bool any = false;
   for (const auto& node : graph.nodes) {
     if (training && is_eval_batch_norm(node)) return false;
-    any = any || (is_conv2d(graph, node, cuda_only) && !keeps_eager_layout(graph, node));
+    any = any || is_conv2d(graph, node, cuda_only);
   }
   if (!any) return false;
   std::map<int, int> copy_of;  // value -> its channels-last copy
   std::vector<ir::Node> nodes;
   nodes.reserve(graph.nodes.size());
   for (auto& node : graph.nodes) {
-    if (is_conv2d(graph, node, cuda_only) && keeps_eager_layout(graph, node)) {
-      // Layouts upstream may change: the input is pinned to the one eager gives it (the weight, a
-      // parameter, keeps its own).
-      auto& input = *std::find_if(node.args.begin(), node.args.end(), [](const ir::Argument& a) { return a.name == "input"; });
-      const int id = std::get<ir::ValueRef>(input.value).id;
-      auto pin = layout_copy(graph, id, is_channels_last(graph.value(id).type) ? c10::MemoryFormat::ChannelsLast
-                                                                               : c10::MemoryFormat::Contiguous);
-      input.value = ir::ValueRef{pin.outputs[0]};
-      nodes.push_back(std::move(pin));
-    } else if (is_conv2d(graph, node, cuda_only)) {
+    if (is_conv2d(graph, node, cuda_only)) {
       for (auto& arg : node.args) {
         if (arg.name != "input" && arg.name != "weight") continue;
         const int id = std::get<ir::ValueRef>(arg.value).id;
         if (is_channels_last(graph.value(id).type)) continue;
         auto found = copy_of.find(id);
         if (found == copy_of.end()) {
-          auto copy = layout_copy(graph, id, c10::MemoryFormat::ChannelsLast);
-          found = copy_of.emplace(id, copy.outputs[0]).first;
-          nodes.push_back(std::move(copy));
+          auto type = graph.value(id).type;
+          type.strides = c10::get_channels_last_strides_2d(c10::IntArrayRef(type.sizes));
+          ir::Node contiguous;
+          contiguous.op = "aten::contiguous";
+          contiguous.args = {{"self", ir::ValueRef{id}},
+                             {"memory_format", static_cast<std::int64_t>(c10::MemoryFormat::ChannelsLast)}};
+          contiguous.outputs = {graph.add_value(type, ir::ValueRole::Intermediate)};
+          found = copy_of.emplace(id, contiguous.outputs[0]).first;
+          nodes.push_back(std::move(contiguous));
         }
         arg.value = ir::ValueRef{found->second};
       }

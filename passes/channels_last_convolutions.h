@@ -12,9 +12,7 @@
 namespace zenith::passes {
 
 /// Gives every 2-D convolution on a CUDA device a channels-last copy of its input and weight (one
-/// copy per value, however many convolutions read it), except a float32 depthwise convolution,
-/// whose input is copied into the layout eager gives it instead (ATen would compute it in TF32 on
-/// channels-last tensors, and in float32 on NCHW ones). Declines (returns false, graph untouched)
+/// copy per value, however many convolutions read it). Declines (returns false, graph untouched)
 /// when a call output has four dimensions (the caller would get another layout than eager's) and,
 /// for a graph that will be differentiated (`training`), when a batch norm runs in eval mode
 /// (ATen's CUDA backward of it on channels-last tensors needs batch statistics that an eval
