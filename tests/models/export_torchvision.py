@@ -37,6 +37,12 @@ def export(job):
     import torchvision
 
     torch.manual_seed(0)
+    # The trace records cuDNN's TF32 flag in every convolution (allow_tf32, true by Python's
+    # default), where the test's global flags no longer reach it: traced so, float32 convolutions
+    # would run in TF32 on both sides, and eager's NCHW kernels and a channels-last plan's NHWC
+    # ones round differently (ConvNeXt-Tiny's logits by 1.7e-3 of the largest on an H100).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     dtype = {"float32": torch.float32, "float16": torch.float16}[dtype_name]
     started = time.time()
     try:
