@@ -353,6 +353,8 @@ def main():
     parser.add_argument("--timing-budget-s", type=float, default=1e9,
                         help="time no case once this many seconds have passed since timing began")
     parser.add_argument("--seconds", type=float, default=1.0, help="timed seconds per case and mode")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile every case and mode, time nothing (fills Inductor's caches: scripts/bench --prepare)")
     settings = parser.parse_args()
     settings.warmup, settings.min_reps, settings.max_reps = (1, 1, 1) if settings.smoke else (5, 10, 200)
     # One compiled module per case and mode stays alive until it is timed: room for all of them.
@@ -378,6 +380,8 @@ def main():
                 except Exception:
                     rows.append(fail(new_row(case, mode), error_text()))
                     print(f"[peers] {case['name']} {mode}: FAILED {rows[-1]['error']}", flush=True)
+        if settings.compile_only:
+            return
         while settings.wait_for and not os.path.exists(settings.wait_for):
             time.sleep(0.5)
         timing_deadline = time.time() + settings.timing_budget_s
