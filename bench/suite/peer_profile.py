@@ -1,12 +1,15 @@
 """Where a peer's inference call spends its device time, in the form bench_inference_profile
 prints Zenith's: one fixed-shape case of the suite (BERT, ResNet-50, the elementwise chain) run by
-its AOTInductor package or by torch.compile in a mode, 10 calls to warm up, then 20 under the
-profiler; per call: wall time, device busy time, kernel launches, and the kernels that took
-longest. Issue 17 asks for a peer's profile beside Zenith's where Zenith is behind.
+torch.compile in a mode, 10 calls to warm up, then 20 under the profiler; per call: wall time,
+device busy time, kernel launches, and the kernels that took longest. Issue 17 asks for a peer's
+profile beside Zenith's where Zenith is behind.
 
-  peer_profile.py --dir D --case resnet_b64_f32 [--mode aoti|default|reduce-overhead]
+  peer_profile.py --dir D --case resnet_b64_f32 [--mode default|reduce-overhead]
 
-D is a data folder made by `scripts/bench --prepare` (weights, inputs and, for aoti, the package).
+D is a data folder made by `scripts/bench --prepare` (weights and inputs). AOTInductor's packages
+are not profiled: loading one in Python (torch._inductor.aoti_load_package) crashed with a
+segmentation fault in _load_aoti on the GPU machine (2026-11-27), where the C++ runner loads the
+same packages. torch.compile's default mode runs the Inductor kernels such a package holds.
 Prints Markdown. Needs a CUDA device.
 """
 import argparse
@@ -32,13 +35,6 @@ def callable_of(folder, case, mode, device):
                          "inference cases (bert, resnet, elementwise) are profiled")
     inputs, _ = case_models.load_io(folder, case, device)
     args = case_models.fixed_inputs(case, inputs)
-    if mode == "aoti":
-        path = os.path.join(folder, f"{case['name']}.aoti.pt2")
-        if not os.path.exists(path):
-            raise SystemExit(f"peer_profile.py: no AOTInductor package {path}: run scripts/bench --prepare "
-                             f"--only {case['name']} first")
-        runner = torch._inductor.aoti_load_package(path)
-        return lambda: runner(*args)
     model = case_models.load_model(folder, case, device)
     compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False)
     return lambda: compiled(*args)
@@ -78,7 +74,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--case", required=True)
-    parser.add_argument("--mode", default="aoti", choices=["aoti", "default", "reduce-overhead"])
+    parser.add_argument("--mode", default="default", choices=["default", "reduce-overhead"])
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("peer_profile.py: needs a CUDA device")
