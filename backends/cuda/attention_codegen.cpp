@@ -288,15 +288,6 @@ class Generator {
 
 }  // namespace
 
-void pack_attention_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
-  words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset)));
-  for (int s = 0; s < 4; ++s) {
-    const int d = s - (4 - t.ndim);
-    const bool present = d >= 0 && t.shape[d] != 1;
-    words.push_back(present ? t.strides[d] : 0);
-  }
-}
-
 bool has_attention(const ir::Graph& group) {
   return std::any_of(group.nodes.begin(), group.nodes.end(),
                      [](const ir::Node& node) { return node.op == "aten::scaled_dot_product_attention"; });
@@ -319,15 +310,15 @@ std::vector<std::int64_t> pack_attention_arguments(const AttentionKernel& kernel
   std::int64_t scale_bits = 0;
   std::memcpy(&scale_bits, &kernel.scale, sizeof scale_bits);
   std::vector<std::int64_t> words{q.shape[0], q.shape[1], rows, k.shape[2], chunks, scale_bits};
-  pack_attention_operand(q, words);
-  pack_attention_operand(k, words);
-  pack_attention_operand(*operands.at(static_cast<std::size_t>(kernel.value)), words);
+  pack_four_dimensional_operand(q, words);
+  pack_four_dimensional_operand(k, words);
+  pack_four_dimensional_operand(*operands.at(static_cast<std::size_t>(kernel.value)), words);
   if (kernel.mask >= 0) {
-    pack_attention_operand(*operands.at(static_cast<std::size_t>(kernel.mask)), words);
+    pack_four_dimensional_operand(*operands.at(static_cast<std::size_t>(kernel.mask)), words);
   } else {
     words.insert(words.end(), 5, 0);
   }
-  pack_attention_operand(*operands.back(), words);
+  pack_four_dimensional_operand(*operands.back(), words);
   return words;
 }
 

@@ -72,10 +72,6 @@ std::variant<AttentionKernel, std::string> generate_attention(const ir::Graph& g
 std::vector<std::int64_t> pack_attention_arguments(const AttentionKernel& kernel,
                                                    const std::vector<const DLTensor*>& operands);
 
-/// Appends the address of `t` and its four strides in elements over [B, H, rows, columns]
-/// (right-aligned; 0 where it broadcasts) to `words`, as the attention kernels read an operand.
-void pack_attention_operand(const DLTensor& t, std::vector<std::int64_t>& words);
-
 /// Blocks of a launch whose packed arguments are `words`: batch x heads x row chunks.
 std::int64_t attention_blocks(const std::vector<std::int64_t>& words);
 

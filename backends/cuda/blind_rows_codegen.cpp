@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/attention_codegen.h"
 #include "backends/cuda/expression_rules.h"
 #include "backends/cuda/operand_checks.h"
 #include "core/attention_blind_rows.h"
@@ -223,9 +222,9 @@ std::vector<std::int64_t> pack_blind_rows_arguments(const BlindRowsKernel& kerne
   std::memcpy(&scale_bits, &kernel.scale, sizeof scale_bits);
   std::vector<std::int64_t> words{q.shape[0], q.shape[1], q.shape[2], operand(kernel.key_input).shape[2], scale_bits};
   for (int position : {kernel.attention, kernel.query, kernel.key_input, kernel.value, kernel.mask}) {
-    pack_attention_operand(operand(position), words);
+    pack_four_dimensional_operand(operand(position), words);
   }
-  pack_attention_operand(*operands.back(), words);
+  pack_four_dimensional_operand(*operands.back(), words);
   return words;
 }
 

@@ -42,6 +42,12 @@ namespace {
 
 constexpr int kElementwiseThreads = 256;
 
+// Blocks of `threads` for `work` items of a grid-stride kernel: enough to fill the device several
+// times over; the grid-stride loop covers the rest.
+std::int64_t grid_stride_blocks(std::int64_t work, int threads, int multiprocessors) {
+  return std::min<std::int64_t>((work + threads - 1) / threads, multiprocessors * 16LL);
+}
+
 LaunchConfig elementwise_launch(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands,
                                 int multiprocessors) {
   LaunchConfig config;
@@ -50,9 +56,8 @@ LaunchConfig elementwise_launch(const ElementwiseKernel& kernel, const std::vect
   if (numel == 0) return config;
   const bool vector_path = takes_vector_path(kernel, config.words[1]);
   const std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
-  // Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
   config.threads = kElementwiseThreads;
-  config.blocks = std::min<std::int64_t>((work + kElementwiseThreads - 1) / kElementwiseThreads, multiprocessors * 16LL);
+  config.blocks = grid_stride_blocks(work, kElementwiseThreads, multiprocessors);
   return config;
 }
 
@@ -91,13 +96,11 @@ LaunchConfig blind_rows_launch(const BlindRowsKernel& kernel, const std::vector<
   return config;
 }
 
-// Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
 LaunchConfig pool_launch(const PoolKernel& kernel, const std::vector<const DLTensor*>& operands, int multiprocessors) {
   LaunchConfig config;
   config.words = pack_pool_arguments(kernel, operands);
-  const std::int64_t work = pool_work_items(kernel, config.words);
   config.threads = kPoolThreads;
-  config.blocks = std::min<std::int64_t>((work + kPoolThreads - 1) / kPoolThreads, multiprocessors * 16LL);
+  config.blocks = grid_stride_blocks(pool_work_items(kernel, config.words), kPoolThreads, multiprocessors);
   return config;
 }
 

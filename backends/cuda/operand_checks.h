@@ -1,8 +1,11 @@
-// What both code generators ask of a group and of each tensor a kernel reads or writes.
+// What the code generators ask of a group and of each tensor a kernel reads or writes, and how the
+// kernels over four dimensions (attention, blind rows, pooling) receive a tensor.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include <dlpack/dlpack.h>
 
 #include "core/graph.h"
 
@@ -26,5 +29,10 @@ constexpr std::int64_t kMax32BitExtent = std::int64_t{2147483647} - (std::int64_
 /// exceeds kMax32BitExtent.
 bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
                          const std::vector<std::int64_t>& shape);
+
+/// Appends the address of `t` and its four strides in elements over four dimensions
+/// (right-aligned; 0 where a size is 1 or the dimension is missing, so that it broadcasts) to
+/// `words`, as the attention, blind-rows and pooling kernels read an operand.
+void pack_four_dimensional_operand(const DLTensor& t, std::vector<std::int64_t>& words);
 
 }  // namespace zenith::cuda

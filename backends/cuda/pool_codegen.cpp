@@ -203,12 +203,6 @@ class Generator {
   PoolKernel kernel_;
 };
 
-// Address and four strides in elements over [N, C, H, W], 0 where a size is 1.
-void pack_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
-  words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset)));
-  for (int d = 0; d < 4; ++d) words.push_back(t.shape[d] != 1 ? t.strides[d] : 0);
-}
-
 // Whether `t`'s channels are innermost and every vector of `width` of them is one aligned load.
 bool vector_ready(const DLTensor& t, int width) {
   const auto address = reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset);
@@ -241,8 +235,8 @@ std::vector<std::int64_t> pack_pool_arguments(const PoolKernel& kernel, const st
                       vector_ready(out, kernel.vector_width);
   std::vector<std::int64_t> words{in.shape[0], in.shape[1], in.shape[2], in.shape[3], out.shape[2], out.shape[3],
                                   vector ? 1 : 0};
-  pack_operand(in, words);
-  pack_operand(out, words);
+  pack_four_dimensional_operand(in, words);
+  pack_four_dimensional_operand(out, words);
   return words;
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <c10/core/MemoryFormat.h>
 
 #include "backends/cuda/kernel_codegen.h"
 #include "cuda/codegen_test_support.h"
@@ -24,11 +25,6 @@ struct Window {
   bool ceil_mode = false;
 };
 
-// Channels-last strides of a [N, C, H, W] tensor.
-std::vector<std::int64_t> channels_last(const std::vector<std::int64_t>& sizes) {
-  return {sizes[1] * sizes[2] * sizes[3], 1, sizes[3] * sizes[1], sizes[1]};
-}
-
 // One max_pool2d over x [N, C, H, W], built in float32 on the CPU and then typed as `dtype` on
 // CUDA, channels-last when asked, as a plan's group would be.
 ir::Graph max_pool(std::vector<std::int64_t> sizes, const Window& w, c10::ScalarType dtype, bool cl) {
@@ -42,7 +38,7 @@ ir::Graph max_pool(std::vector<std::int64_t> sizes, const Window& w, c10::Scalar
   for (auto& slot : graph.values) {
     if (!slot) continue;
     slot->type.dtype = dtype;
-    if (cl) slot->type.strides = channels_last(slot->type.sizes);
+    if (cl) slot->type.strides = c10::get_channels_last_strides_2d(c10::IntArrayRef(slot->type.sizes));
   }
   return graph;
 }

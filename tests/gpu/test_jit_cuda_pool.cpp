@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "common/fresh_inputs.h"
+#include "common_relative_error.h"
 #include "zenith/compile.h"
 
 namespace zenith {
@@ -23,6 +24,7 @@ namespace {
 using testing::call_name;
 using testing::fresh_like;
 using testing::kCallsPerSignature;
+using testing::relative_error;
 
 class JitCudaPool : public ::testing::Test {
  protected:
@@ -129,9 +131,7 @@ TEST_F(JitCudaPool, ResNetStemAgainstEager) {
     // The convolution and the fused batch norm may round differently from eager's (float16
     // accumulation order, the norm computed in float32 once): compare like the zoo's float16
     // tests, relative to the largest value.
-    const double error = (got.to(at::kFloat) - want.to(at::kFloat)).abs().max().item<double>() /
-                         want.to(at::kFloat).abs().max().item<double>();
-    EXPECT_LE(error, 1e-2) << call_name(call);
+    EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), 1e-2) << call_name(call);
   }
   // The pool adds no node to what the PyTorch GPU backend runs (the convolution).
   auto without_pool = compile([&](at::Tensor x) { return torch::relu(norm(conv(x))); }, strict());
