@@ -13,7 +13,9 @@
 // instead of three over 8.4, 1 and 1 MB saves two launches and the small products' latency floor.
 // The concatenated weight reads parameters alone, so an inference plan keeps it between calls and
 // computes it again whenever a source parameter is updated in place or replaced
-// (runtime/derived_values.h); it costs the memory of those weights once more.
+// (runtime/derived_values.h). Parameter packing (runtime/parameter_packing.h) then moves the
+// weights into the concatenation, so that it costs no memory of its own; where a weight cannot be
+// moved, the concatenation is a copy, the memory of those weights once more.
 //
 // Only for inference plans whose derived values are kept (CompileOptions::keep_derived_values):
 // otherwise the concatenation would run, and copy every weight, at each call.

@@ -52,6 +52,7 @@ void apply_environment(CompileOptions& options) {
   override_switch("ZENITH_CUDA_GRAPHS", options.cuda_graphs);
   override_switch("ZENITH_CHANNELS_LAST", options.channels_last);
   override_switch("ZENITH_KEEP_DERIVED", options.keep_derived_values);
+  override_switch("ZENITH_PACK_PARAMETERS", options.pack_parameters);
   if (const char* value = std::getenv("ZENITH_DYNAMIC"); value && *value) {
     std::string text = value;
     if (text == "off") options.dynamic_shapes = DynamicShapes::Off;

@@ -1,6 +1,7 @@
 #include "runtime/derived_values.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "passes/effects.h"
+#include "runtime/parameter_packing.h"
 #include "runtime/executor.h"
 
 namespace zenith {
@@ -103,6 +105,27 @@ Derivations derivations(const Plan& plan, const std::vector<bool>& derived_steps
   return d;
 }
 
+// The value ids a step joins when it is one `aten::cat` along dimension 0, in order; else empty.
+std::vector<int> concatenated_ids(const Plan& plan, const Step& step) {
+  if (step.nodes.size() != 1 || step.outputs.size() != 1 || step.output_types.size() != 1) return {};
+  const auto& node = plan.graph.nodes[static_cast<std::size_t>(step.nodes.front())];
+  if (node.op != "aten::cat") return {};
+  const ir::ValueListRef* list = nullptr;
+  const std::int64_t* dim = nullptr;
+  for (const auto& arg : node.args) {
+    if (arg.name == "tensors") list = std::get_if<ir::ValueListRef>(&arg.value);
+    if (arg.name == "dim") dim = std::get_if<std::int64_t>(&arg.value);
+  }
+  if (list == nullptr || dim == nullptr || list->ids.size() < 2) return {};
+  if (*dim != 0 && *dim != -step.output_types.front().rank()) return {};
+  std::vector<int> ids;
+  for (const auto& id : list->ids) {
+    if (!id) return {};
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
 }  // namespace
 
 std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Plan> plan, std::size_t state,
@@ -158,9 +181,29 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
     keys.push_back(derived.keys[id]);
     kept_sources.emplace_back(derived.sources[id].begin(), derived.sources[id].end());
   }
-  return std::shared_ptr<const DerivedValues>(new DerivedValues(
+  std::vector<std::vector<int>> concatenated(plan->steps.size());
+  std::vector<std::vector<std::size_t>> state_concatenations;
+  std::map<int, std::size_t> state_position;  // value id -> index among the parameters and buffers
+  for (std::size_t i = arguments; i < graph.inputs.size(); ++i) state_position.emplace(graph.inputs[i], i - arguments);
+  for (std::size_t s = 0; s < plan->steps.size(); ++s) {
+    if (!derived_steps[s]) continue;
+    concatenated[s] = concatenated_ids(*plan, plan->steps[s]);
+    std::vector<std::size_t> positions;
+    for (int id : concatenated[s]) {
+      auto it = state_position.find(id);
+      if (it == state_position.end()) break;
+      positions.push_back(it->second);
+    }
+    if (!concatenated[s].empty() && positions.size() == concatenated[s].size()) {
+      state_concatenations.push_back(std::move(positions));
+    }
+  }
+  auto values = std::shared_ptr<DerivedValues>(new DerivedValues(
       std::move(plan), std::move(derived_steps), std::move(sources), std::vector<int>(kept.begin(), kept.end()),
       std::move(keys), std::move(kept_sources), arguments, std::move(share)));
+  values->concatenated_ = std::move(concatenated);
+  values->state_concatenations_ = std::move(state_concatenations);
+  return values;
 }
 
 DerivedValues::DerivedValues(std::shared_ptr<const Plan> plan, std::vector<bool> derived_steps,
@@ -226,7 +269,7 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = inputs[i];
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;
   for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
-    if (runs[s]) run_step(plan_->steps[s], values);
+    if (runs[s]) run_derived_step(s, values);
   }
   const bool first = tensors_.empty();
   bool moved = false;
@@ -243,19 +286,21 @@ void DerivedValues::compute(const std::vector<at::Tensor>& inputs) const {
       continue;
     }
     auto& fresh = values[kept_[k]];
-    if (!first && own_memory_[k] && same_layout(held, fresh) && !held.is_alias_of(fresh)) {
+    // A view of a parameter or a constant (packed parameters' concatenation among them) is
+    // rebound, never written through; memory of the kept value's own is written in place.
+    const bool fresh_own =
+        std::none_of(sources_.begin(), sources_.end(),
+                     [&](std::size_t i) { return inputs[i].defined() && inputs[i].is_alias_of(fresh); }) &&
+        std::none_of(graph.constants.begin(), graph.constants.end(),
+                     [&](const auto& constant) { return constant.second.defined() && constant.second.is_alias_of(fresh); });
+    if (!first && own_memory_[k] && fresh_own && same_layout(held, fresh) && !held.is_alias_of(fresh)) {
       // Same address as before: a CUDA graph captured over it reads the new values.
       held.copy_(fresh);
       continue;
     }
     if (!first && held.defined() && fresh.defined() && held.data_ptr() != fresh.data_ptr()) moved = true;
     held = fresh;
-    // A view of a parameter or a constant is rebound, never written through.
-    own_memory_[k] =
-        std::none_of(sources_.begin(), sources_.end(),
-                     [&](std::size_t i) { return inputs[i].defined() && inputs[i].is_alias_of(held); }) &&
-        std::none_of(graph.constants.begin(), graph.constants.end(),
-                     [&](const auto& constant) { return constant.second.defined() && constant.second.is_alias_of(held); });
+    own_memory_[k] = fresh_own;
   }
   if (computes) share_kept(inputs, moved);
   finish(tensors_);
@@ -303,6 +348,21 @@ void DerivedValues::share_kept(const std::vector<at::Tensor>& inputs, bool& move
     entry.seen.clear();
     for (std::size_t j : kept_sources_[k]) entry.seen.push_back(SourceSeen::of(inputs[arguments_ + j]));
   }
+}
+
+void DerivedValues::run_derived_step(std::size_t s, std::vector<at::Tensor>& values) const {
+  const auto& step = plan_->steps[s];
+  if (!concatenated_[s].empty()) {
+    std::vector<at::Tensor> pieces;
+    for (int id : concatenated_[s]) pieces.push_back(values[id]);
+    auto view = adjacent_concatenation(pieces);
+    const auto& type = step.output_types.front();
+    if (view.defined() && view.scalar_type() == type.dtype && view.sizes().vec() == type.sizes) {
+      values[step.outputs.front()] = std::move(view);
+      return;
+    }
+  }
+  run_step(step, values);
 }
 
 void DerivedValues::record_seen(const std::vector<at::Tensor>& inputs) const {

@@ -85,11 +85,25 @@ class DerivedValues {
   /// Counts the computations that moved a kept value to another address (a view of a parameter
   /// that was replaced, say): a CUDA graph captured over the old address must not replay.
   std::uint64_t moves() const { return moves_; }
+  /// The derived concatenations of parameters and buffers alone (one `aten::cat` along
+  /// dimension 0 a step, as the sibling-products rewrite makes): per concatenation, the indices
+  /// among the parameters and buffers (the plan's last inputs) of the tensors it joins, in order.
+  /// Where those tensors lie one after another in one storage
+  /// (runtime/parameter_packing.h), the concatenation is a view of them, not a copy.
+  const std::vector<std::vector<std::size_t>>& state_concatenations() const { return state_concatenations_; }
+  /// Whether the engine has packed the parameters of state_concatenations() (or found that it
+  /// cannot): once for all plans that share these derived values (a symbolic plan's sizes).
+  bool packing_done() const { return packing_done_; }
+  void mark_packing_done() const { packing_done_ = true; }
 
  private:
   DerivedValues(std::shared_ptr<const Plan> plan, std::vector<bool> derived_steps, std::vector<std::size_t> sources,
                 std::vector<int> kept, std::vector<std::string> keys, std::vector<std::vector<std::size_t>> kept_sources,
                 std::size_t arguments, std::shared_ptr<DerivedValueShare> share);
+
+  // Runs derived step `s` into `values`; a concatenation of tensors that lie one after another is
+  // a view of them.
+  void run_derived_step(std::size_t s, std::vector<at::Tensor>& values) const;
 
   bool current(const std::vector<at::Tensor>& inputs) const;  // takes mutex_
   // Per kept value, what another plan of the module computed from the sources as they are now
@@ -109,12 +123,15 @@ class DerivedValues {
   const std::vector<std::string> keys_;     // per kept value: its derivation, empty when not shared
   const std::vector<std::vector<std::size_t>> kept_sources_;  // per kept value: its state indices
   const std::size_t arguments_;             // inputs before the parameters and buffers
+  std::vector<std::vector<int>> concatenated_;  // per step: the value ids one aten::cat along dim 0 joins
+  std::vector<std::vector<std::size_t>> state_concatenations_;
   const std::shared_ptr<DerivedValueShare> share_;
   mutable std::mutex mutex_;
   mutable std::vector<SourceSeen> seen_;       // per source, when computed; empty: never computed
   mutable std::vector<at::Tensor> tensors_;    // per kept value
   mutable std::vector<bool> own_memory_;       // per kept value: in memory no source shares
   mutable std::atomic<std::uint64_t> moves_{0};
+  mutable std::atomic<bool> packing_done_{false};
 };
 
 }  // namespace zenith

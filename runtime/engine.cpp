@@ -34,6 +34,19 @@ bool keeps_type(const at::Tensor& tensor, const ir::TensorType& type) {
          tensor.strides() == type.strides && tensor.requires_grad() == type.requires_grad;
 }
 
+// Counts a call from its start to its end: parameters are packed only while the one call that
+// packs them is in flight (Engine::pack_parameters).
+class CallInFlight {
+ public:
+  explicit CallInFlight(std::atomic<int>& count) : count_(count) { ++count_; }
+  ~CallInFlight() { --count_; }
+  CallInFlight(const CallInFlight&) = delete;
+  CallInFlight& operator=(const CallInFlight&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+};
+
 }  // namespace
 
 Engine::Engine(ModuleAccess access, CompileOptions options)
@@ -71,6 +84,7 @@ std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
 }
 
 c10::IValue Engine::call(std::vector<c10::IValue> args) {
+  const CallInFlight in_flight(calls_in_flight_);
   check_arguments(args);
   if (options_.disable) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -97,10 +111,12 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     std::string refusal;
     if (entry) {
       ++stats_.hits;
+      pack_parameters(nullptr, state);
     } else if (auto started = Clock::now(); !training && (entry = instantiate_symbolic(signature, state.size(), refusal))) {
       ++stats_.instantiations;
       stats_.instantiation_ms += ms_since(started);
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, entry));
+      pack_parameters(entry, state);
     } else {
       if (stats_.misses++ > 0) ++stats_.recaptures;
       if (last_signature_) {
@@ -114,6 +130,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       auto compiled = compile_signature(args, state, signature, training ? std::vector<DynamicDim>{} : dims_to_make_symbolic(signature));
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, compiled.entry));
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
+      pack_parameters(compiled.entry, state);
       return compiled.result;
     }
     eager = entry->plan == nullptr || gave_up_checking(*entry);

@@ -2,7 +2,8 @@
 // execution, with eager fallback, verification and dumps. One class, its members defined by
 // concept: the call path (engine.cpp), compiling a signature (compile_signature.cpp), symbolic
 // plans (symbolic_fitting.cpp), training plans (training_plan.cpp), verification
-// (verification.cpp), replay profiles (call_profiling.cpp).
+// (verification.cpp), replay profiles (call_profiling.cpp), parameter packing
+// (engine_packing.cpp).
 #pragma once
 
 #include <atomic>
@@ -146,6 +147,13 @@ class Engine {
   std::shared_ptr<ReplayProfile> reserve_profile_run(const Signature& signature);
   /// Adds a timed run to its profile and writes the profile's file (a failure is logged).
   void record_profile_run(ReplayProfile& profile, const Plan& plan, const Signature& signature, StepTimer& timer);
+  /// Parameter packing (CompileOptions::pack_parameters, runtime/parameter_packing.h): queues
+  /// `made` (an entry this call just made, or null), then, when this call is the only one in flight,
+  /// moves the parameters whose concatenation the queued plans keep into it. Under mutex_: no other
+  /// call starts a plan meanwhile.
+  void pack_parameters(const std::shared_ptr<const Entry>& made, const State& state);
+  /// Packs the concatenations `entry`'s plan keeps, where they can be; logs what and why not.
+  void pack_entry(const Entry& entry, const State& state);
   c10::IValue run_eager(const std::vector<c10::IValue>& args);
   /// Why a call runs eagerly whatever its signature (compile_training off for a training call), or
   /// empty.
@@ -178,6 +186,9 @@ class Engine {
   std::unordered_map<std::size_t, ProfileSlot> profiles_;  // by signature hash
   std::atomic<bool> told_training_profile_{false};  // read and set outside mutex_
   std::shared_ptr<const StateSnapshot> state_;  // current_state()'s last read
+  std::atomic<int> calls_in_flight_{0};         // calls between their start and their end
+  std::vector<std::weak_ptr<const Entry>> to_pack_;  // entries whose parameters wait to be packed
+  std::set<std::string> told_packing_;          // packing refusals already logged
 };
 
 }  // namespace zenith::detail

@@ -80,6 +80,7 @@ nlohmann::json zenith_info(const Compiled& fast) {
           {"eager_calls", stats.eager_calls},
           {"symbolic_plans", stats.symbolic_plans},
           {"instantiations", stats.instantiations},
+          {"instantiation_ms", stats.instantiation_ms},
           {"kernels_compiled", stats.kernels_compiled}};
 }
 

@@ -62,6 +62,12 @@ double wall_ms(const torch::Device& device, const std::function<void()>& body) {
   return since_ms(start);
 }
 
+double host_ms(const std::function<void()>& body) {
+  const auto start = Clock::now();
+  body();
+  return since_ms(start);
+}
+
 Samples time_calls(const torch::Device& device, const std::function<void()>& body, double seconds, int min_reps,
                    int max_reps) {
   std::vector<double> ms;

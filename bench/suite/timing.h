@@ -27,6 +27,10 @@ void synchronize(const torch::Device& device);
 /// waits, host work (tracing, compiling) included.
 double wall_ms(const torch::Device& device, const std::function<void()>& body);
 
+/// Host milliseconds until `body` returns, nothing synchronized: within a wall_ms, the part of a
+/// step the host spends before only the device's work is left.
+double host_ms(const std::function<void()>& body);
+
 /// Times `body` one call at a time until `seconds` are spent, at least `min_reps` and at most
 /// `max_reps` times. Warm-up is the caller's business.
 Samples time_calls(const torch::Device& device, const std::function<void()>& body, double seconds, int min_reps,

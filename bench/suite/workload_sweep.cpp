@@ -30,7 +30,7 @@ std::int64_t counter(const nlohmann::json& info, const char* key) {
   return info.is_object() && info.contains(key) ? info.at(key).get<std::int64_t>() : 0;
 }
 
-void summarize_steps(const Sweep& sweep, const std::vector<double>& ms, Result& r) {
+void summarize_steps(const Sweep& sweep, const std::vector<double>& ms, const std::vector<double>& host, Result& r) {
   std::vector<double> later_ms, later_lengths;
   nlohmann::json per_step = nlohmann::json::array();
   for (std::size_t i = 0; i < ms.size(); ++i) {
@@ -50,6 +50,8 @@ void summarize_steps(const Sweep& sweep, const std::vector<double>& ms, Result& 
   r.extra["r2"] = fit.r2;
   r.extra["warmup_steps"] = sweep.warmup;
   r.extra["per_step"] = per_step;
+  // Where a step's time went when it was slow: the host (a stall before the launches) or the device.
+  r.extra["per_step_host_ms"] = host;
 }
 
 Result sweep_mode(const Context& context, const CaseSpec& spec, const ModeMaker& maker, const Sweep& sweep) {
@@ -57,7 +59,7 @@ Result sweep_mode(const Context& context, const CaseSpec& spec, const ModeMaker&
   const PeakMemory memory(context.device);
   Mode mode;
   r.setup_ms = wall_ms(context.device, [&] { mode = maker.make(); });
-  std::vector<double> ms;
+  std::vector<double> ms, host;
   Tensors checked;
   nlohmann::json info_at_warmup;
   std::int64_t files_at_warmup = 0;
@@ -67,10 +69,10 @@ Result sweep_mode(const Context& context, const CaseSpec& spec, const ModeMaker&
       files_at_warmup = kernel_files(context.kernel_cache_dir);
     }
     const auto x = sweep.input_at(sweep.lengths[i]);
-    ms.push_back(wall_ms(context.device, [&] { mode.call({x}); }));
+    ms.push_back(wall_ms(context.device, [&] { host.push_back(host_ms([&] { mode.call({x}); })); }));
   }
   r.peak_mb = memory.extra_mb();
-  summarize_steps(sweep, ms, r);
+  summarize_steps(sweep, ms, host, r);
   // The last lengths called again: a second call at a length is served by what the first one
   // built (Zenith's first call of a signature returns the trace's own eager result).
   for (auto step : sweep.checked_steps) checked.push_back(mode.call({sweep.input_at(sweep.lengths[step])}).at(0));

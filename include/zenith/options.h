@@ -93,11 +93,22 @@ struct CompileOptions {
   /// by another tensor. The plans of every signature share one copy of a value derived the same
   /// way. The kept values cost device memory (the channels-last copy of every convolution weight
   /// of an NCHW network; a decoder's concatenated projection weights, 1.24 GB for a TinyLlama-sized
-  /// one; CacheStats counts their computations). Off, projections of one input stay apart. A
+  /// one, unless pack_parameters moves the weights into them; CacheStats counts their computations). Off, projections of one input stay apart. A
   /// write that bypasses the version counter is not seen: writing through `.data`
   /// (`p.data().copy_(...)`) or through a raw pointer. Update parameters with `p.copy_(...)` under
   /// torch::NoGradGuard, as optimizers do, or turn this off. Overridden by ZENITH_KEEP_DERIVED=0|1.
   bool keep_derived_values = true;
+  /// With keep_derived_values: parameters whose concatenation a plan keeps (the q, k and v weights
+  /// of one attention, an MLP's gate and up weights) are moved into that concatenation, one after
+  /// another, so that it costs no memory of its own (runtime/parameter_packing.h). Each such
+  /// parameter keeps its values, sizes, strides, dtype and autograd state and gets another address
+  /// (data_ptr), at the first call of a signature whose plan keeps the concatenation, while no
+  /// other call of the compiled module is in flight; an update in place (an optimizer step,
+  /// copy_) then updates the concatenation too. A parameter whose memory another tensor shares
+  /// (a view of it, a detached alias) is not moved, and the plan keeps a copy (logged at info).
+  /// Do not run the module's eager forward on another thread while its compiled form makes its
+  /// first calls. CacheStats counts what was moved. Overridden by ZENITH_PACK_PARAMETERS=0|1.
+  bool pack_parameters = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
   /// eagerly and log why once; likewise a call whose plan's value check fails (a value the forward
   /// read into C++ differs from the capture's). When false, throw a zenith::Error instead.
@@ -145,6 +156,8 @@ struct CacheStats {
   std::int64_t graph_replays = 0;    ///< plan runs served by replaying a CUDA graph
   std::int64_t graph_plain_runs = 0; ///< plan runs with a graph held that ran launch by launch (inputs moved, outputs held)
   std::int64_t graph_failures = 0;   ///< captures that failed: those plans run launch by launch (logged at info)
+  std::int64_t packed_parameters = 0;  ///< parameters moved into a concatenation a plan keeps (CompileOptions::pack_parameters)
+  std::int64_t packed_bytes = 0;      ///< bytes of those concatenations, no longer held twice
   std::int64_t derived_computations = 0;  ///< times an inference plan computed its derived values (CompileOptions::keep_derived_values): its first run, then after each parameter change
   std::int64_t symbolic_plans = 0;   ///< symbolic plans fitted (each after its probe captures)
   std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture

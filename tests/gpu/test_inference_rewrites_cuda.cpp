@@ -4,11 +4,13 @@
 // network's convolutions run channels-last over weight copies kept as derived values
 // (passes/channels_last_convolutions.h, runtime/derived_values.h), projections of one input
 // run as one product over their weights concatenated (passes/sibling_products.h), a derived value
-// too, and a number made on the CPU from a size read on the device
-// (passes/scalar_constants_on_device.h). Every call has fresh inputs, the third and later replay a CUDA graph, and parameters and
-// buffers updated in place or replaced between calls are seen. Label gpu.
+// too, the weights moved into it (runtime/parameter_packing.h), and a number made on the CPU
+// from a size read on the device (passes/scalar_constants_on_device.h). Every call has fresh
+// inputs, the third and later replay a CUDA graph, and parameters and buffers updated in place or
+// replaced between calls are seen. Label gpu.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -239,6 +241,17 @@ TEST(InferenceRewritesCuda, HandWrittenAttentionWithAPaddingMaskMatchesEager) {
     // q, k and v as one product over their weights and biases concatenated, made once.
     EXPECT_EQ(pass_counter(report, "concatenate_sibling_products", "concatenated"), 3) << report.to_string();
     EXPECT_EQ(fast.stats().derived_computations, 1);
+    // The weights moved into their concatenation (runtime/parameter_packing.h), one after another;
+    // the biases too where each starts 256-byte aligned (64 float32 values; not 64 of 2 bytes).
+    EXPECT_EQ(fast.stats().packed_parameters, dtype == at::kFloat ? 6 : 3);
+    std::vector<const char*> starts;  // in the order the rewrite concatenated them, which may not be q, k, v
+    for (const auto& w : {attention->q->weight, attention->k->weight, attention->v->weight}) {
+      starts.push_back(static_cast<const char*>(w.data_ptr()));
+    }
+    std::sort(starts.begin(), starts.end());
+    const auto bytes = static_cast<std::ptrdiff_t>(attention->q->weight.nbytes());
+    EXPECT_EQ(starts[1] - starts[0], bytes);
+    EXPECT_EQ(starts[2] - starts[1], bytes);
     attention->k->weight.mul_(-0.5);
     check("after an update in place");
     EXPECT_EQ(fast.stats().derived_computations, 2);
