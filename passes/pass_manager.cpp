@@ -12,6 +12,7 @@
 #include "passes/cast_copies.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
+#include "passes/convolution_epilogue.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/grouped_query_attention.h"
 #include "passes/identity_elimination.h"
@@ -81,6 +82,8 @@ std::vector<PassReport> PassManager::run(ir::Graph& graph) const {
 PassManager PassManager::default_pipeline(const CompileOptions& options, bool inference) {
   PassManager manager;
   manager.add(std::make_unique<IdentityElimination>());
+  // Before the decomposition: a batch norm between a convolution and its ReLU folds into both.
+  if (inference && options.keep_derived_values) manager.add(std::make_unique<ConvolutionEpilogue>());
   manager.add(std::make_unique<BatchNormDecomposition>());
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<ScalarConstantsOnDevice>());

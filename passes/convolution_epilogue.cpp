@@ -1,0 +1,248 @@
+#include "passes/convolution_epilogue.h"
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "core/convolution_relu.h"
+#include "core/node_arguments.h"
+#include "core/tensor_type.h"
+#include "passes/meta_values.h"
+
+namespace zenith::passes {
+namespace {
+
+bool floating(c10::ScalarType dtype) { return dtype == c10::kFloat || dtype == c10::kHalf || dtype == c10::kBFloat16; }
+
+bool is_fusable_convolution(const ir::Graph& graph, const ir::Node& node, bool cuda_only) {
+  if (node.op != "aten::_convolution" || node.outputs.size() != 1) return false;
+  // The fused call never transposes, picks its algorithm as cuDNN's heuristics do, and reads
+  // cuDNN's TF32 flag as the op records it (core/convolution_relu.h).
+  const auto* tf32 = node.arg("allow_tf32");
+  if (ir::flag_arg(node, "transposed") || ir::flag_arg(node, "deterministic") || !ir::flag_arg(node, "cudnn_enabled") ||
+      tf32 == nullptr || std::get_if<bool>(&tf32->value) == nullptr) {
+    return false;
+  }
+  const int input = ir::tensor_arg(node, "input"), weight = ir::tensor_arg(node, "weight");
+  if (input < 0 || weight < 0) return false;
+  const auto& x = graph.value(input).type;
+  const auto& w = graph.value(weight).type;
+  return x.rank() == 4 && w.rank() == 4 && floating(x.dtype) && w.dtype == x.dtype && w.device == x.device &&
+         (!cuda_only || x.device.is_cuda());
+}
+
+bool is_inference_batch_norm(const ir::Node& node) {
+  if (node.op != "aten::batch_norm" || node.outputs.size() != 1) return false;
+  const auto* training = node.arg("training");
+  const bool* flag = training ? std::get_if<bool>(&training->value) : nullptr;
+  const auto* eps = node.arg("eps");
+  return flag != nullptr && !*flag && eps != nullptr && std::holds_alternative<double>(eps->value) &&
+         ir::tensor_arg(node, "input") >= 0 && ir::tensor_arg(node, "running_mean") >= 0 &&
+         ir::tensor_arg(node, "running_var") >= 0;
+}
+
+// One convolution's tail: the nodes it replaces, and the residual the add brings (or -1).
+struct Match {
+  int conv = -1, norm = -1, add = -1, relu = -1;
+  int residual = -1;
+};
+
+class Matcher {
+ public:
+  Matcher(const ir::Graph& graph, bool cuda_only)
+      : graph_(graph), cuda_only_(cuda_only), producers_(graph.producers()), consumers_(graph.consumers()),
+        outputs_(graph.outputs.begin(), graph.outputs.end()) {}
+
+  std::optional<Match> at_relu(int relu) const {
+    const auto& node = graph_.nodes[static_cast<std::size_t>(relu)];
+    if (node.op != "aten::relu" || !node.overload.empty() || node.outputs.size() != 1) return std::nullopt;
+    const int in = ir::tensor_arg(node, "self");
+    if (in < 0 || !only_reader(in, relu)) return std::nullopt;
+    Match match;
+    match.relu = relu;
+    const int producer = producers_[static_cast<std::size_t>(in)];
+    if (producer < 0) return std::nullopt;
+    if (auto norm = norm_of_convolution(producer, relu)) {
+      match.norm = producer;
+      match.conv = *norm;
+      return match;
+    }
+    const auto& add = graph_.nodes[static_cast<std::size_t>(producer)];
+    if (add.op != "aten::add" || add.overload != "Tensor" || ir::number_arg(add, "alpha").value_or(0) != 1) {
+      return std::nullopt;
+    }
+    const int self = ir::tensor_arg(add, "self"), other = ir::tensor_arg(add, "other");
+    if (self < 0 || other < 0 || self == other) return std::nullopt;
+    for (auto [folded, residual] : {std::pair{self, other}, std::pair{other, self}}) {
+      const int norm = producers_[static_cast<std::size_t>(folded)];
+      if (norm < 0) continue;
+      auto conv = norm_of_convolution(norm, producer);
+      const auto& a = graph_.value(folded).type;
+      const auto& z = graph_.value(residual).type;
+      if (!conv || z.dtype != a.dtype || z.sizes != a.sizes || z.device != a.device) continue;
+      match.add = producer;
+      match.norm = norm;
+      match.conv = *conv;
+      match.residual = residual;
+      return match;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // Whether node `reader` alone reads value `id`, once, and the caller does not get it.
+  bool only_reader(int id, int reader) const {
+    const auto& readers = consumers_[static_cast<std::size_t>(id)];
+    return readers.size() == 1 && readers.front() == reader && !outputs_.count(id);
+  }
+
+  // The convolution node a batch norm at `norm`, read by `reader` alone, normalizes; nullopt
+  // unless the batch norm is in eval mode and alone reads the convolution's result.
+  std::optional<int> norm_of_convolution(int norm, int reader) const {
+    const auto& node = graph_.nodes[static_cast<std::size_t>(norm)];
+    if (!is_inference_batch_norm(node) || !only_reader(node.outputs.front(), reader)) return std::nullopt;
+    const int in = ir::tensor_arg(node, "input");
+    const int conv = producers_[static_cast<std::size_t>(in)];
+    if (conv < 0 || !only_reader(in, norm) ||
+        !is_fusable_convolution(graph_, graph_.nodes[static_cast<std::size_t>(conv)], cuda_only_)) {
+      return std::nullopt;
+    }
+    return conv;
+  }
+
+  const ir::Graph& graph_;
+  bool cuda_only_;
+  std::vector<int> producers_;
+  std::vector<std::vector<int>> consumers_;
+  std::set<int> outputs_;
+};
+
+// Builds one match's replacement, each new value typed on meta tensors.
+class Fold {
+ public:
+  Fold(ir::Graph& graph, const Match& match) : graph_(graph), match_(match), meta_(graph) {}
+
+  // The nodes computing the ReLU's value, or nullopt when the fused op's result would not have
+  // exactly its type, or a per-channel tensor is not one value a channel.
+  std::optional<std::vector<ir::Node>> build() {
+    const auto& conv = node(match_.conv);
+    const auto& norm = node(match_.norm);
+    const int weight = ir::tensor_arg(conv, "weight");
+    const std::int64_t channels = graph_.value(weight).type.sizes[0];
+    try {
+      auto per_channel = [&](const char* name) -> int {
+        const int id = ir::tensor_arg(norm, name);
+        if (id >= 0 && graph_.value(id).type.sizes != std::vector<std::int64_t>{channels}) throw Refused{};
+        return id;
+      };
+      const int mean = per_channel("running_mean"), var = per_channel("running_var");
+      const int gamma = per_channel("weight"), beta = per_channel("bias");
+      const int conv_bias = ir::tensor_arg(conv, "bias");
+      if (conv_bias >= 0 && graph_.value(conv_bias).type.sizes != std::vector<std::int64_t>{channels}) throw Refused{};
+      const double eps = std::get<double>(norm.arg("eps")->value);
+      // s = gamma * rsqrt(var + eps), as the batch norm scales each channel.
+      const int shifted = emit("aten::add", "Scalar", {ref("self", var), {"other", eps}, {"alpha", std::int64_t{1}}});
+      int scale = emit("aten::rsqrt", "", {ref("self", shifted)});
+      if (gamma >= 0) scale = emit("aten::mul", "Tensor", {ref("self", scale), ref("other", gamma)});
+      const int column = emit("aten::view", "", {ref("self", scale), {"size", std::vector<std::int64_t>{channels, 1, 1, 1}}});
+      const int folded_weight = emit("aten::mul", "Tensor", {ref("self", weight), ref("other", column)});
+      // (b - mean) * s + beta: the batch norm's shift of the convolution's bias.
+      const int centered = conv_bias >= 0
+                               ? emit("aten::sub", "Tensor", {ref("self", conv_bias), ref("other", mean), {"alpha", std::int64_t{1}}})
+                               : emit("aten::neg", "", {ref("self", mean)});
+      int folded_bias = emit("aten::mul", "Tensor", {ref("self", centered), ref("other", scale)});
+      if (beta >= 0) {
+        folded_bias = emit("aten::add", "Tensor", {ref("self", folded_bias), ref("other", beta), {"alpha", std::int64_t{1}}});
+      }
+      const int out = emit(ir::kConvolutionReluOp, "",
+                           {ir::copy_arg(conv, "input"),
+                            ref("weight", folded_weight),
+                            ref("bias", folded_bias),
+                            match_.residual >= 0 ? ref("residual", match_.residual) : ir::Argument{"residual", ir::NoneArg{}},
+                            ir::copy_arg(conv, "stride"),
+                            ir::copy_arg(conv, "padding"),
+                            ir::copy_arg(conv, "dilation"),
+                            ir::copy_arg(conv, "groups"),
+                            ir::copy_arg(conv, "allow_tf32")});
+      const auto& want = graph_.value(node(match_.relu).outputs.front()).type;
+      const auto& got = graph_.value(out).type;
+      if (got.dtype != want.dtype || got.sizes != want.sizes || got.strides != want.strides) throw Refused{};
+      result_ = out;
+    } catch (const Refused&) {
+      return std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;  // a meta kernel refused the arguments: the tail stays as written
+    }
+    return std::move(nodes_);
+  }
+
+  /// The value the last node computes, which replaces the ReLU's.
+  int result() const { return result_; }
+
+ private:
+  struct Refused {};
+
+  const ir::Node& node(int index) const { return graph_.nodes[static_cast<std::size_t>(index)]; }
+  static ir::Argument ref(const char* name, int id) { return {name, ir::ValueRef{id}}; }
+
+  int emit(const char* op, const char* overload, std::vector<ir::Argument> args) {
+    ir::Node made;
+    made.op = op;
+    made.overload = overload;
+    made.args = std::move(args);
+    const int id = type_result(graph_, meta_, made);
+    nodes_.push_back(std::move(made));
+    return id;
+  }
+
+  ir::Graph& graph_;
+  const Match& match_;
+  MetaValues meta_;
+  std::vector<ir::Node> nodes_;
+  int result_ = -1;
+};
+
+}  // namespace
+
+void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
+  std::int64_t fused = 0, with_residual = 0;
+  std::vector<Match> matches;
+  {
+    const Matcher matcher(graph, cuda_only_);
+    for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+      if (auto match = matcher.at_relu(static_cast<int>(n))) matches.push_back(*match);
+    }
+  }
+  std::map<int, std::vector<ir::Node>> replacement_at;  // the ReLU's index -> the nodes replacing it
+  std::set<int> dropped;
+  std::map<int, int> replaced;  // the ReLU's value -> the fused op's
+  for (const auto& match : matches) {
+    Fold fold(graph, match);
+    auto nodes = fold.build();
+    if (!nodes) continue;
+    replaced[graph.nodes[static_cast<std::size_t>(match.relu)].outputs.front()] = fold.result();
+    replacement_at[match.relu] = std::move(*nodes);
+    for (int index : {match.conv, match.norm, match.add}) {
+      if (index >= 0) dropped.insert(index);
+    }
+    ++fused;
+    with_residual += match.residual >= 0;
+  }
+  std::vector<ir::Node> nodes;
+  nodes.reserve(graph.nodes.size());
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const int index = static_cast<int>(n);
+    if (auto it = replacement_at.find(index); it != replacement_at.end()) {
+      for (auto& made : it->second) nodes.push_back(std::move(made));
+      continue;
+    }
+    if (!dropped.count(index)) nodes.push_back(std::move(graph.nodes[n]));
+  }
+  graph.nodes = std::move(nodes);
+  for (const auto& [from, to] : replaced) graph.replace_uses(from, to);
+  graph.remove_unused_values();
+  report.counters["fused"] = fused;
+  report.counters["with_residual"] = with_residual;
+}
+
+}  // namespace zenith::passes

@@ -1,0 +1,41 @@
+// A convolution's epilogue in inference: conv -> batch norm (eval) -> [residual add] -> ReLU, the
+// tail of every block of a ResNet, becomes one zenith::convolution_relu (core/convolution_relu.h)
+// over the batch norm folded into the convolution's weight and bias:
+//
+//   relu(batch_norm(conv(x, W, b), gamma, beta, mean, var, eps) [+ z])
+//     -> convolution_relu(x, W * s, (b - mean) * s + beta, z)   with s = gamma * rsqrt(var + eps)
+//
+// which cuDNN runs as one call, the bias, the add and the ReLU in the convolution's epilogue: on an
+// H100 at ResNet-50 b64's shapes that costs the convolution's time and a little, where the batch
+// norm, add and ReLU as one elementwise kernel after it read and write the whole activation again.
+// The folded weight and bias read parameters and buffers alone: an inference plan keeps them
+// (runtime/derived_values.h) and computes them again whenever a source changes, so a statistic or
+// weight updated in place or replaced is seen, never stale. They cost a copy of those weights.
+//
+// Only for inference plans whose derived values are kept (CompileOptions::keep_derived_values):
+// otherwise the fold would run, over every weight, at each call.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace zenith::passes {
+
+class ConvolutionEpilogue : public Pass {
+ public:
+  /// `cuda_only`: rewrite only convolutions on CUDA tensors, where cuDNN fuses the epilogue. Tests
+  /// pass false to check the rewrite's results on the CPU (the op runs the written ops there).
+  explicit ConvolutionEpilogue(bool cuda_only = true) : cuda_only_(cuda_only) {}
+  std::string name() const override { return "fuse_convolution_epilogue"; }
+  /// Counters "fused" (convolutions whose batch norm and ReLU became one op with them) and
+  /// "with_residual" (of those, the ones that took a residual add too). A 2-D convolution
+  /// (_convolution, not transposed, cuDNN enabled, not deterministic) of float32, float16 or
+  /// bfloat16 is fused when its one reader is a batch norm in eval mode, whose one reader is a
+  /// ReLU or an add (alpha 1, of another tensor of exactly its type) whose one reader is a ReLU,
+  /// and the op's result has exactly the ReLU's type.
+  void run(ir::Graph& graph, PassReport& report) override;
+
+ private:
+  bool cuda_only_;
+};
+
+}  // namespace zenith::passes
