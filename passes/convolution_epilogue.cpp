@@ -147,9 +147,10 @@ class Fold {
       const int column = emit("aten::view", "", {ref("self", scale), {"size", std::vector<std::int64_t>{channels, 1, 1, 1}}});
       const int folded_weight = emit("aten::mul", "Tensor", {ref("self", weight), ref("other", column)});
       // (b - mean) * s + beta: the batch norm's shift of the convolution's bias.
-      const int centered = conv_bias >= 0
-                               ? emit("aten::sub", "Tensor", {ref("self", conv_bias), ref("other", mean), {"alpha", std::int64_t{1}}})
-                               : emit("aten::neg", "", {ref("self", mean)});
+      const int centered =
+          conv_bias >= 0
+              ? emit("aten::sub", "Tensor", {ref("self", conv_bias), ref("other", mean), {"alpha", std::int64_t{1}}})
+              : emit("aten::neg", "", {ref("self", mean)});
       int folded_bias = emit("aten::mul", "Tensor", {ref("self", centered), ref("other", scale)});
       if (beta >= 0) {
         folded_bias = emit("aten::add", "Tensor", {ref("self", folded_bias), ref("other", beta), {"alpha", std::int64_t{1}}});

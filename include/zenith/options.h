@@ -92,8 +92,10 @@ struct CompileOptions {
   /// first call after a source changed: updated in place (its version counter moved) or replaced
   /// by another tensor. The plans of every signature share one copy of a value derived the same
   /// way. The kept values cost device memory (the channels-last copy of every convolution weight
-  /// of an NCHW network; a decoder's concatenated projection weights, 1.24 GB for a TinyLlama-sized
-  /// one, unless pack_parameters moves the weights into them; CacheStats counts their computations). Off, projections of one input stay apart. A
+  /// of an NCHW network, or of every one whose batch norm is folded into it; a decoder's
+  /// concatenated projection weights, 1.24 GB for a TinyLlama-sized one, unless pack_parameters
+  /// moves the weights into them; CacheStats counts their computations). Off, projections of one
+  /// input stay apart and batch norms are not folded. A
   /// write that bypasses the version counter is not seen: writing through `.data`
   /// (`p.data().copy_(...)`) or through a raw pointer. Update parameters with `p.copy_(...)` under
   /// torch::NoGradGuard, as optimizers do, or turn this off. Overridden by ZENITH_KEEP_DERIVED=0|1.

@@ -1,14 +1,15 @@
 // The inference rewrites on the GPU, against eager: batch norms decomposed into the kernel of the
 // ReLU and residual add after them (passes/batch_norm_decomposition.h) or folded into the
-// convolution before them, with its residual add and ReLU (passes/convolution_epilogue.h), attention written out
-// by hand with a padding mask (data: it stays written out, passes/attention_fusion.h), an NCHW
-// network's convolutions run channels-last over weight copies kept as derived values
-// (passes/channels_last_convolutions.h, runtime/derived_values.h), projections of one input
-// run as one product over their weights concatenated (passes/sibling_products.h), a derived value
-// too, the weights moved into it (runtime/parameter_packing.h), and a number made on the CPU
-// from a size read on the device (passes/scalar_constants_on_device.h). Every call has fresh
-// inputs, the third and later replay a CUDA graph, and parameters and buffers updated in place or
-// replaced between calls are seen. Label gpu.
+// convolution before them, with its residual add and ReLU (passes/convolution_epilogue.h),
+// attention written out by hand with a padding mask (data: it stays written out,
+// passes/attention_fusion.h), an NCHW network's convolutions run channels-last over weight copies
+// kept as derived values (passes/channels_last_convolutions.h, runtime/derived_values.h),
+// projections of one input run as one product over their weights concatenated
+// (passes/sibling_products.h), a derived value too, the weights moved into it
+// (runtime/parameter_packing.h), and a number made on the CPU from a size read on the device
+// (passes/scalar_constants_on_device.h). Every call has fresh inputs, the third and later replay a
+// CUDA graph, and parameters and buffers updated in place or replaced between calls are seen.
+// Label gpu.
 #include <gtest/gtest.h>
 
 #include <algorithm>

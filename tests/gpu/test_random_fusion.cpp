@@ -361,7 +361,8 @@ constexpr int kConvolutionPrograms = 120;
 // Seeded convolution blocks (tests/common/random_convolution.h) as modules whose weights and
 // statistics change in place between calls: on CUDA the convolutions run channels-last where the
 // result allows (their weights' copies kept, and made again after each change), batch norms
-// become arithmetic, and what follows a convolution fuses; on the CPU the same programs check
+// become arithmetic or, before a ReLU, fold into the convolution (passes/convolution_epilogue.h),
+// and what follows a convolution fuses; on the CPU the same programs check
 // capture and replay. TF32 is off for the test, in eager and in Zenith alike (both follow PyTorch's
 // flags): otherwise a channels-last convolution and an NCHW one would round their inputs to TF32
 // in different algorithms, and float32 would be compared at TF32's precision.
@@ -375,15 +376,20 @@ TEST(RandomFusion, SeededConvolutionsMatchEager) {
       "random convolutions", kConvolutionPrograms,
       [](int seed) { return testing::make_random_convolution(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed), kDevice); },
       tolerance,
-      {{"with batch norms as arithmetic",
-        [](const CompileReport& r) { return pass_counter(r, "decompose_batch_norm", "decomposed") > 0; }},
+      {{"with batch norms as arithmetic or folded",
+        [](const CompileReport& r) {
+          return pass_counter(r, "decompose_batch_norm", "decomposed") + pass_counter(r, "fuse_convolution_epilogue", "fused") > 0;
+        }},
+       {"with a convolution, batch norm and ReLU as one op",
+        [](const CompileReport& r) { return pass_counter(r, "fuse_convolution_epilogue", "fused") > 0; }},
        {"with nodes on the backend under test",
         [](const CompileReport& r) { return count(r.nodes_per_backend, kBackend) > 0; }}},
       /*as_module=*/true);
   context.setAllowTF32CuDNN(tf32);
   EXPECT_EQ(run.failures, 0);
   if (kDevice.is_cuda()) {
-    EXPECT_GE(run.programs.at("with batch norms as arithmetic"), kConvolutionPrograms / 2);
+    EXPECT_GE(run.programs.at("with batch norms as arithmetic or folded"), kConvolutionPrograms / 2);
+    EXPECT_GE(run.programs.at("with a convolution, batch norm and ReLU as one op"), 1);
     EXPECT_GE(run.programs.at("with nodes on the backend under test"), kConvolutionPrograms / 2);
   }
 }

@@ -361,6 +361,7 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
   // Per pass, in pipeline order: its name and one counter's expected value.
   const std::vector<std::tuple<std::string, std::string, std::int64_t>> expected = {
       {"identities", "removed", 0},
+      {"fuse_convolution_epilogue", "fused", 0},
       {"decompose_batch_norm", "decomposed", 0},
       {"fold_constants", "folded", 1},
       {"scalar_constants_on_device", "moved", 0},
@@ -381,12 +382,12 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
     EXPECT_EQ(reports[k].name, name);
     EXPECT_EQ(reports[k].counters[counter], value) << name << " " << counter;
   }
-  EXPECT_EQ(reports[13].counters["fused_nodes"], 3);
-  EXPECT_EQ(reports[2].nodes_before, 6);
-  EXPECT_EQ(reports[11].nodes_after, 3);
-  // A training step's forward and backward: none of the three inference rewrites.
+  EXPECT_EQ(reports[14].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[3].nodes_before, 6);
+  EXPECT_EQ(reports[12].nodes_after, 3);
+  // A training step's forward and backward: none of the four inference rewrites.
   const auto training = PassManager::default_pipeline({}, /*inference=*/false).run(before_copy);
-  EXPECT_EQ(training.size(), expected.size() - 3);
+  EXPECT_EQ(training.size(), expected.size() - 4);
   expect_equal_results(before, g, b.example_inputs());
 }
 
