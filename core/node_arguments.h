@@ -42,6 +42,18 @@ inline bool flag_arg(const Node& node, const std::string& name) {
   return value != nullptr && *value;
 }
 
+/// Whether `node` is a batch norm in inference: `aten::batch_norm` with training false, a constant
+/// eps, and running statistics given, whose one result is the normalized input.
+inline bool is_inference_batch_norm(const Node& node) {
+  if (node.op != "aten::batch_norm" || node.outputs.size() != 1) return false;
+  const auto* training = node.arg("training");
+  const bool* flag = training ? std::get_if<bool>(&training->value) : nullptr;
+  const auto* eps = node.arg("eps");
+  return flag != nullptr && !*flag && eps != nullptr && std::holds_alternative<double>(eps->value) &&
+         tensor_arg(node, "input") >= 0 && tensor_arg(node, "running_mean") >= 0 &&
+         tensor_arg(node, "running_var") >= 0;
+}
+
 /// Whether `node` is `aten::to.dtype` on one device with no copy forced and the layout kept: a cast
 /// and nothing else (an alias of its input when the dtype is the input's already).
 inline bool is_plain_cast(const Node& node) {

@@ -9,16 +9,6 @@
 namespace zenith::passes {
 namespace {
 
-bool is_inference_batch_norm(const ir::Node& node) {
-  if (node.op != "aten::batch_norm" || node.outputs.size() != 1) return false;
-  const auto* training = node.arg("training");
-  const bool* flag = training ? std::get_if<bool>(&training->value) : nullptr;
-  const auto* eps = node.arg("eps");
-  return flag != nullptr && !*flag && eps != nullptr && std::holds_alternative<double>(eps->value) &&
-         ir::tensor_arg(node, "input") >= 0 && ir::tensor_arg(node, "running_mean") >= 0 &&
-         ir::tensor_arg(node, "running_var") >= 0;
-}
-
 // Builds one batch norm's replacement. New values are typed by running each new op on meta
 // tensors of the exact input types: ATen decides the result's dtype and layout, as it will at run
 // time.
@@ -111,7 +101,7 @@ void BatchNormDecomposition::run(ir::Graph& graph, PassReport& report) {
   std::int64_t decomposed = 0;
   for (auto& node : graph.nodes) {
     std::optional<std::vector<ir::Node>> replacement;
-    if (is_inference_batch_norm(node) &&
+    if (ir::is_inference_batch_norm(node) &&
         (!cuda_only_ || graph.value(ir::tensor_arg(node, "input")).type.device.is_cuda())) {
       replacement = Decomposition(graph, node).build();
     }

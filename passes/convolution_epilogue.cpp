@@ -31,16 +31,6 @@ bool is_fusable_convolution(const ir::Graph& graph, const ir::Node& node, bool c
          (!cuda_only || x.device.is_cuda());
 }
 
-bool is_inference_batch_norm(const ir::Node& node) {
-  if (node.op != "aten::batch_norm" || node.outputs.size() != 1) return false;
-  const auto* training = node.arg("training");
-  const bool* flag = training ? std::get_if<bool>(&training->value) : nullptr;
-  const auto* eps = node.arg("eps");
-  return flag != nullptr && !*flag && eps != nullptr && std::holds_alternative<double>(eps->value) &&
-         ir::tensor_arg(node, "input") >= 0 && ir::tensor_arg(node, "running_mean") >= 0 &&
-         ir::tensor_arg(node, "running_var") >= 0;
-}
-
 // One convolution's tail: the nodes it replaces, and the residual the add brings (or -1).
 struct Match {
   int conv = -1, norm = -1, add = -1, relu = -1;
@@ -100,7 +90,7 @@ class Matcher {
   // unless the batch norm is in eval mode and alone reads the convolution's result.
   std::optional<int> norm_of_convolution(int norm, int reader) const {
     const auto& node = graph_.nodes[static_cast<std::size_t>(norm)];
-    if (!is_inference_batch_norm(node) || !only_reader(node.outputs.front(), reader)) return std::nullopt;
+    if (!ir::is_inference_batch_norm(node) || !only_reader(node.outputs.front(), reader)) return std::nullopt;
     const int in = ir::tensor_arg(node, "input");
     const int conv = producers_[static_cast<std::size_t>(in)];
     if (conv < 0 || !only_reader(in, norm) ||
