@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 
+#include <ATen/native/Pool.h>
 #include <fmt/format.h>
 
 #include "backends/cuda/expression_rules.h"
@@ -127,15 +128,6 @@ std::array<std::int64_t, 2> pair_arg(const ir::Node& node, const char* name, std
   throw Unsupported{fmt::format("max_pool2d's {} has {} entries, 1 or 2 expected", name, list->size())};
 }
 
-// PyTorch's pooled size of one dimension (pooling_output_shape).
-std::int64_t pooled_size(std::int64_t in, std::int64_t kernel, std::int64_t pad, std::int64_t stride,
-                         std::int64_t dilation, bool ceil_mode) {
-  const std::int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  std::int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
 class Generator {
  public:
   explicit Generator(const ir::Graph& group) : group_(group) {}
@@ -168,7 +160,9 @@ class Generator {
       if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1 || padding[d] < 0 || 2 * padding[d] > kernel[d]) {
         throw Unsupported{"max_pool2d with a window PyTorch would refuse"};
       }
-      const auto expected = pooled_size(in.sizes[2 + d], kernel[d], padding[d], stride[d], dilation[d], ceil_mode);
+      // PyTorch's own formula (without its checks: the window was checked above).
+      const auto expected = at::native::pooling_output_shape_pad_lr<std::int64_t>(
+          in.sizes[2 + d], kernel[d], padding[d], padding[d], stride[d], dilation[d], ceil_mode);
       if (out.sizes[2 + d] != expected) {
         throw Unsupported{fmt::format("max_pool2d's result {} where its window gives {} in dimension {}",
                                       out.to_string(), expected, 2 + d)};

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "common/fresh_inputs.h"
+#include "common/no_fallback.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
@@ -24,6 +25,7 @@ namespace {
 using testing::call_name;
 using testing::fresh_like;
 using testing::kCallsPerSignature;
+using testing::no_fallback;
 using testing::relative_error;
 
 class JitCudaPool : public ::testing::Test {
@@ -31,11 +33,6 @@ class JitCudaPool : public ::testing::Test {
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
     torch::manual_seed(11);
-  }
-  static CompileOptions strict() {
-    CompileOptions options;
-    options.fallback_to_eager = false;
-    return options;
   }
 };
 
@@ -91,7 +88,7 @@ TEST_F(JitCudaPool, MaxPoolAgainstEagerAcrossDtypesLayoutsAndWindows) {
             return torch::max_pool2d(x, {w.kernel, w.kernel}, {w.stride, w.stride}, {w.padding, w.padding},
                                      {w.dilation, w.dilation}, w.ceil_mode);
           };
-          auto fast = compile(fn, strict());
+          auto fast = compile(fn, no_fallback("max pool"));
           auto x = laid_out(layout, {2, channels, 17, 17}, options);
           for (int call = 0; call < kCallsPerSignature; ++call) {
             auto input = call == 0 ? x : fresh_like(x);
@@ -122,7 +119,7 @@ TEST_F(JitCudaPool, ResNetStemAgainstEager) {
   norm->running_mean.normal_();
   norm->running_var.uniform_(0.5, 2.0);
   auto fn = [&](at::Tensor x) { return pool(torch::relu(norm(conv(x)))); };
-  auto fast = compile(fn, strict());
+  auto fast = compile(fn, no_fallback("max pool"));
   auto x = torch::randn({64, 3, 224, 224}, options).contiguous(at::MemoryFormat::ChannelsLast);
   for (int call = 0; call < kCallsPerSignature; ++call) {
     auto input = call == 0 ? x : fresh_like(x);
@@ -134,7 +131,7 @@ TEST_F(JitCudaPool, ResNetStemAgainstEager) {
     EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), 1e-2) << call_name(call);
   }
   // The pool adds no node to what the PyTorch GPU backend runs (the convolution).
-  auto without_pool = compile([&](at::Tensor x) { return torch::relu(norm(conv(x))); }, strict());
+  auto without_pool = compile([&](at::Tensor x) { return torch::relu(norm(conv(x))); }, no_fallback("without pool"));
   without_pool(x);
   auto report = fast.report();
   EXPECT_EQ(report.nodes_per_backend["torch_gpu"], without_pool.report().nodes_per_backend["torch_gpu"])

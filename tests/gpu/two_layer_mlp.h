@@ -1,12 +1,13 @@
 // The module the CUDA-graph and concurrency gpu tests compile: two linear layers (cuBLASLt
-// products) around generated element-wise kernels; and the options they compile it with, under
-// which a call that cannot run compiled fails the test instead of running eagerly.
+// products) around generated element-wise kernels; they compile it with common/no_fallback.h's
+// options.
 #pragma once
 
 #include <string>
 
 #include <torch/torch.h>
 
+#include "common/no_fallback.h"
 #include "zenith/compile.h"
 
 namespace zenith::testing {
@@ -17,13 +18,5 @@ struct MlpImpl : torch::nn::Module {
   torch::nn::Linear a, b;
 };
 TORCH_MODULE(Mlp);
-
-/// Options named `name` with fallback_to_eager off.
-inline CompileOptions no_fallback(const std::string& name) {
-  CompileOptions o;
-  o.name = name;
-  o.fallback_to_eager = false;
-  return o;
-}
 
 }  // namespace zenith::testing

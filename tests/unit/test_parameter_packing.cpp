@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "common/no_fallback.h"
 #include "common_relative_error.h"
 #include "runtime/parameter_packing.h"
 #include "zenith/compile.h"
@@ -15,6 +16,7 @@
 namespace zenith {
 namespace {
 
+using testing::no_fallback;
 using testing::relative_error;
 
 // The CPU plugin runs ATen's kernels in eager's order: 1e-6 of the largest value leaves room for a
@@ -33,13 +35,6 @@ struct ConcatenatedProjectionImpl : torch::nn::Module {
   torch::Tensor a, b, c;
 };
 TORCH_MODULE(ConcatenatedProjection);
-
-CompileOptions strict(const std::string& name) {
-  CompileOptions options;
-  options.fallback_to_eager = false;
-  options.name = name;
-  return options;
-}
 
 const char* address(const torch::Tensor& tensor) { return static_cast<const char*>(tensor.data_ptr()); }
 
@@ -67,7 +62,7 @@ TEST_F(ParameterPacking, TheParametersMoveIntoTheConcatenationWithTheirValues) {
   ConcatenatedProjection model;
   const auto before = torch::cat({model->a, model->b, model->c}).clone();
   const auto* old_a = address(model->a);
-  auto fast = compile(model, strict("packed"));
+  auto fast = compile(model, no_fallback("packed"));
   check(fast, model, "first calls");
   EXPECT_EQ(fast.stats().packed_parameters, 3);
   EXPECT_EQ(fast.stats().packed_bytes, 3 * 16 * 8 * 4);
@@ -91,7 +86,7 @@ TEST_F(ParameterPacking, TheParametersMoveIntoTheConcatenationWithTheirValues) {
 TEST_F(ParameterPacking, UpdatesInPlaceAndReplacementsAfterPackingAreSeen) {
   torch::NoGradGuard no_grad;
   ConcatenatedProjection model;
-  auto fast = compile(model, strict("packed-updates"));
+  auto fast = compile(model, no_fallback("packed-updates"));
   check(fast, model, "first calls");
   ASSERT_TRUE(adjacent(model));
   // Written in the block: the kept concatenation is a view of it.
@@ -111,7 +106,7 @@ TEST_F(ParameterPacking, UpdatesInPlaceAndReplacementsAfterPackingAreSeen) {
 TEST_F(ParameterPacking, PlansOfTwoSignaturesPackOnce) {
   torch::NoGradGuard no_grad;
   ConcatenatedProjection model;
-  auto fast = compile(model, strict("packed-two"));
+  auto fast = compile(model, no_fallback("packed-two"));
   for (int round = 0; round < 2; ++round) {
     for (std::int64_t rows : {4, 6}) check(fast, model, "round " + std::to_string(round), rows);
   }
@@ -125,7 +120,7 @@ TEST_F(ParameterPacking, AParameterWhoseMemoryIsSharedStaysWhereItIs) {
   ConcatenatedProjection model;
   const auto alias = model->b.detach();  // another tensor over b's memory
   const auto* old_b = address(model->b);
-  auto fast = compile(model, strict("shared"));
+  auto fast = compile(model, no_fallback("shared"));
   check(fast, model, "first calls");
   EXPECT_EQ(fast.stats().packed_parameters, 0);
   EXPECT_EQ(address(model->b), old_b);
@@ -137,7 +132,7 @@ TEST_F(ParameterPacking, OffByOptionTheParametersStay) {
   torch::NoGradGuard no_grad;
   ConcatenatedProjection model;
   const auto* old_a = address(model->a);
-  auto options = strict("not-packed");
+  auto options = no_fallback("not-packed");
   options.pack_parameters = false;
   auto fast = compile(model, options);
   check(fast, model, "first calls");
