@@ -12,6 +12,8 @@
 // (runtime/derived_values.h) and computes them again whenever a source changes, so a statistic or
 // weight updated in place or replaced is seen, never stale. They cost a copy of those weights.
 //
+// In float16 and bfloat16 the fold computes in float32 and rounds the folded weight and bias once.
+//
 // Only for inference plans whose derived values are kept (CompileOptions::keep_derived_values):
 // otherwise the fold would run, over every weight, at each call.
 #pragma once
