@@ -2,19 +2,22 @@
 # Eager against Zenith, per model of the real-model suite (tests/realmodels): each model exported
 # by tests/realmodels/export_models.py, then timed by bench_call_overhead at batch 1 and at a larger
 # batch (the "direct" column is the module's own forward, "plan hit" Zenith's compiled call).
-#   bench/realmodels.sh BUILD_DIR [cuda|cpu] [float32|float16] [LARGE_BATCH]
+#   bench/realmodels.sh BUILD_DIR [cuda|cpu] [float32|float16] [LARGE_BATCH] [EXPORTER ARGS...]
+# EXPORTER ARGS go to export_models.py: `--full-size` times BERT-base and ResNet-50 at full size,
+# `--only NAME,...` some models.
 # Needs a python with torch, torchvision and transformers (the GPU machine's python3, or .venv).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${1:?usage: bench/realmodels.sh BUILD_DIR [cuda|cpu] [float32|float16] [LARGE_BATCH]}"
+build="${1:?usage: bench/realmodels.sh BUILD_DIR [cuda|cpu] [float32|float16] [LARGE_BATCH] [EXPORTER ARGS...]}"
 device="${2:-cuda}"
 dtype="${3:-float32}"
 large="${4:-16}"
+shift $(( $# < 4 ? $# : 4 ))
 python=python3
 [ -x "$root/.venv/bin/python" ] && python="$root/.venv/bin/python"
 models="$(mktemp -d)"
 trap 'rm -rf "$models"' EXIT
-"$python" "$root/tests/realmodels/export_models.py" "$models" --device "$device" --dtype "$dtype" >&2 || exit 1
+"$python" "$root/tests/realmodels/export_models.py" "$models" --device "$device" --dtype "$dtype" "$@" >&2 || exit 1
 # One line per model: its name, then bench_call_overhead's input flag for batch B (a placeholder).
 "$python" - "$models/manifest.json" > "$models/inputs.txt" <<'PY' || exit 1
 import json, sys

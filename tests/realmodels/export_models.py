@@ -3,7 +3,12 @@
 traced with torch.jit.trace and saved as TorchScript, with a JSON manifest that tells the C++ test
 (tests/realmodels/test_realmodels.cpp) how to make inputs for each.
 
-    export_models.py OUT_DIR [--device cpu|cuda] [--dtype float32|float16] [--only NAME,...]
+    export_models.py OUT_DIR [--device cpu|cuda] [--dtype float32|float16] [--only NAME,...] [--full-size]
+
+--full-size exports the full-size set instead (FULL_SIZE below: BERT-base as bert-base-uncased is
+configured, 128 tokens; ResNet-50 at 224 pixels), the sizes the peers' benchmarks use, for speed
+measurements (bench/realmodels.sh) and the GPU's checks; the default set is small so that the CPU
+checks stay quick.
 
 Weights are random (seeded), never downloaded: the suite tests that Zenith compiles the models
 people bring, not what they compute. Each model is traced on its example inputs and called once
@@ -30,8 +35,8 @@ VOCAB = 512     # every text model's vocabulary
 IMAGE = 64      # pixels a side of the traced example image (ViT and Swin use their own)
 
 
-def text_inputs(batch, seq, with_mask=True):
-    spec = [{"name": "input_ids", "kind": "ids", "shape": [batch, seq], "high": VOCAB}]
+def text_inputs(batch, seq, with_mask=True, vocab=VOCAB):
+    spec = [{"name": "input_ids", "kind": "ids", "shape": [batch, seq], "high": vocab}]
     if with_mask:
         spec.append({"name": "attention_mask", "kind": "mask", "shape": [batch, seq]})
     return spec
@@ -49,10 +54,12 @@ def hf_model(make_config, model_class, attention="eager"):
     return getattr(transformers, model_class)(config)
 
 
-def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20), attention="eager"):
+def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20), attention="eager", seq=SEQ,
+       vocab=VOCAB):
     def build():
         model = hf_model(make_config, model_class, attention)
-        return model, text_inputs(2, SEQ, with_mask), text_inputs(*second, with_mask), text_inputs(*third, with_mask)
+        return (model, text_inputs(2, seq, with_mask, vocab), text_inputs(*second, with_mask, vocab),
+                text_inputs(*third, with_mask, vocab))
     return name, "transformers", build
 
 
@@ -172,6 +179,15 @@ MODELS = [
     tv("tv_googlenet", lambda m: m.googlenet(init_weights=True, aux_logits=False)),
     tv("tv_inception_v3", lambda m: m.inception_v3(init_weights=True, aux_logits=False), size=96),
     tv("tv_efficientnet_v2_s", lambda m: m.efficientnet_v2_s()),
+    tv("tv_resnet50", lambda m: m.resnet50()),
+]
+
+# The full-size set (--full-size): models at the sizes their users run, for speed measurements and
+# the GPU's checks. BertConfig()'s defaults are bert-base-uncased's (12 layers of 768, 30,522 tokens).
+FULL_SIZE = [
+    hf("hf_bert_base", lambda t: t.BertConfig(), "BertModel", seq=128, second=(3, 136), third=(2, 132),
+       vocab=30522),
+    tv("tv_resnet50_224", lambda m: m.resnet50(), size=224),
 ]
 
 
@@ -236,12 +252,20 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--full-size", action="store_true", help="export the full-size set (FULL_SIZE) instead")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
     os.makedirs(args.out_dir, exist_ok=True)
     dtype = getattr(torch, args.dtype)
     manifest = []
-    for name, library, build in MODELS:
+    models = FULL_SIZE if args.full_size else MODELS
+    unknown = only - {name for name, _, _ in models}
+    if unknown:
+        print(f"[realmodels] no model named {', '.join(sorted(unknown))} in the "
+              f"{'full-size' if args.full_size else 'default'} set; its names: "
+              f"{', '.join(name for name, _, _ in models)}", file=sys.stderr)
+        return 2
+    for name, library, build in models:
         if only and name not in only:
             continue
         started = time.time()
