@@ -109,6 +109,20 @@ def training_note(r):
     return ""
 
 
+def greedy(x):
+    """How many of a greedy generation's tokens are eager's; where the first differs, eager's gap
+    between its two best logits there and how far the mode's logits were from eager's (a rounding
+    flip needs the difference to reach half the gap). '-' where the mode did not generate greedily
+    (the Python peers)."""
+    if "greedy_tokens" not in x:
+        return "-"
+    text = f"{x['greedy_tokens_matched']} of {x['greedy_tokens']}"
+    if "greedy_divergence_margin" in x:
+        text += (f" (then eager's top two {fmt(x['greedy_divergence_margin'])} apart,"
+                 f" logits {fmt(x['greedy_divergence_logit_diff'])} off)")
+    return text
+
+
 def status_or(r, text):
     return text if r["status"] == "ok" else r["status"].upper()
 
@@ -138,11 +152,12 @@ def sections(rows):
     parts.append("### TinyLlama-shaped decoder, float16, batch 1: 128-token prompt, then 128 tokens with a KV cache "
                  "(decode_f16: the cache grows by concatenation; decode_static_f16: allocated once, written in place)\n\n" + table(
         ["case", "mode", "tokens/s", "% of weight-streaming bound", "ms/token median", "p90", "launches/token",
-         "host ms/token", "prompt ms", "first generation ms", "peak MB", "rel. error"],
+         "host ms/token", "prompt ms", "first generation ms", "peak MB", "rel. error", "greedy tokens as eager's"],
         [[r["case"], r["mode"], status_or(r, fmt(r["extra"].get("tokens_per_s"), 1)), fmt(r["extra"].get("pct_of_bound"), 1),
           fmt(r["median_ms"]), fmt(r["p90_ms"]), fmt(r["extra"].get("launches_per_token"), 1),
           fmt(r["extra"].get("host_ms_per_token"), 3), fmt(r["extra"].get("prompt_ms"), 2),
-          fmt(r["extra"].get("first_generation_ms"), 0), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"])]
+          fmt(r["extra"].get("first_generation_ms"), 0), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"]),
+          greedy(r["extra"])]
          for r in ordered(rows, {"decode"})]))
     parts.append("### Training step (forward, loss, backward, AdamW): eager, the model and loss through Zenith and "
                  "through torch.compile; the first steps' losses and gradient norm checked against eager\n\n" + table(

@@ -9,13 +9,18 @@
 // first generation, which pays for every capture and compile, is reported apart. On CUDA each row
 // also says how many kernels a new token launches (a whole warm generation under the profiler,
 // less its prompt alone) and how long the host spends in a step call.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <tuple>
+#include <vector>
 
 #include <torch/torch.h>
 
 #include "accuracy.h"
 #include "case_files.h"
 #include "fixed_shape.h"
+#include "greedy_tokens.h"
 #include "kernel_profile.h"
 #include "models/llama.h"
 #include "models/llama_safetensors.h"
@@ -100,6 +105,36 @@ Generation generate_static(const Context& context, const Decode& d, const Call& 
   return g;
 }
 
+// A greedy generation (greedy_tokens.h): each new token the argmax of the last position's logits,
+// fed back as generation code does.
+Greedy generate_greedy(const Decode& d, const Call& step, StaticCaches& caches) {
+  Greedy g;
+  auto take = [&g](const at::Tensor& logits) {
+    auto last = logits.select(1, logits.size(1) - 1).squeeze(0).to(at::kCPU, at::kFloat);
+    g.tokens.push_back(last.argmax().item<std::int64_t>());
+    g.logits.push_back(last);
+  };
+  auto fed = [&] { return torch::full({1, 1}, g.tokens.back(), d.tokens.options()); };
+  const auto count = d.tokens.size(1);
+  if (d.static_cache) {
+    caches.k.zero_();
+    caches.v.zero_();
+    take(step({d.prompt, d.prompt_positions, caches.k, caches.v}).at(0));
+    for (std::int64_t i = 0; i + 1 < count; ++i) {
+      take(step({fed(), d.step_positions.narrow(0, i, 1), caches.k, caches.v}).at(0));
+    }
+    return g;
+  }
+  auto [k, v] = zenith::models::empty_cache(d.config, 1, d.cache_options);
+  Tensors out = step({d.prompt, k, v});
+  take(out.at(0));
+  for (std::int64_t i = 0; i + 1 < count; ++i) {
+    out = step({fed(), out.at(1), out.at(2)});
+    take(out.at(0));
+  }
+  return g;
+}
+
 // Every weight a step reads in full: all but the token embedding, of which a step reads one row.
 double streamed_weight_bytes(const Llama& model) {
   double bytes = 0;
@@ -110,7 +145,7 @@ double streamed_weight_bytes(const Llama& model) {
 }
 
 Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker& maker, const Decode& d,
-                   Tensors& expected) {
+                   Tensors& expected, Greedy& expected_greedy) {
   Result r = named_result(spec, maker.name);
   const PeakMemory memory(context.device);
   Mode mode;
@@ -144,6 +179,9 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   } else {
     r.max_rel_error = check_close(second.logits, expected, d.dtype, maker.name + " logits against eager");
   }
+  const auto greedy = generate_greedy(d, mode.call, caches);
+  if (expected_greedy.tokens.empty()) expected_greedy = greedy;
+  compare_greedy(greedy, expected_greedy, r);
   // Whole generations, as a user runs them; at least three so that the median means something.
   std::vector<double> per_token_ms, prompt_ms, host_ms;
   const auto start = std::chrono::steady_clock::now();
@@ -207,11 +245,13 @@ std::vector<Result> run_decode(const Context& context, const CaseSpec& spec) {
                                         return model->forward(t, k, v);
                                       });
   Tensors expected;
+  Greedy expected_greedy;
   std::vector<Result> results;
   Result eager_result = named_result(spec, "eager");
   try {
     c10::InferenceMode inference;
-    eager_result = decode_mode(context, spec, {"eager", [&] { return Mode{eager, nullptr}; }}, d, expected);
+    eager_result =
+        decode_mode(context, spec, {"eager", [&] { return Mode{eager, nullptr}; }}, d, expected, expected_greedy);
     if (files.present()) {
       const Tensors python = {files.python_output("prompt_logits"), files.python_output("first_step_logits")};
       eager_result.extra["python_eager_rel_error"] = check_close(expected, python, d.dtype, "C++ eager against Python eager");
@@ -239,7 +279,7 @@ std::vector<Result> run_decode(const Context& context, const CaseSpec& spec) {
       r.fail("eager failed, so there is nothing to check against");
     } else {
       try {
-        r = decode_mode(context, spec, maker, d, expected);
+        r = decode_mode(context, spec, maker, d, expected, expected_greedy);
       } catch (const std::exception& error) {
         r.fail(error_message(error));
       }
