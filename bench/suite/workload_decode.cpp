@@ -9,10 +9,8 @@
 // first generation, which pays for every capture and compile, is reported apart. On CUDA each row
 // also says how many kernels a new token launches (a whole warm generation under the profiler,
 // less its prompt alone) and how long the host spends in a step call.
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <tuple>
 #include <vector>
 
 #include <torch/torch.h>

@@ -3,12 +3,9 @@
 // options.
 #pragma once
 
-#include <string>
-
 #include <torch/torch.h>
 
 #include "common/no_fallback.h"
-#include "zenith/compile.h"
 
 namespace zenith::testing {
 
