@@ -171,6 +171,8 @@ class Engine {
   PlanCache<Entry> cache_;
   CacheStats stats_;
   std::shared_ptr<PlanGraphCounters> graph_counters_ = std::make_shared<PlanGraphCounters>();
+  // The memory of every inference graph of this module (runtime/graph_pool.h); null without CUDA.
+  std::shared_ptr<GraphPool> graph_pool_ = make_graph_pool();
   std::shared_ptr<DerivedValueShare> derived_share_ = std::make_shared<DerivedValueShare>();
   CompileReport last_report_;
   std::optional<Signature> last_signature_;

@@ -86,12 +86,13 @@ void Engine::attach_inference_graph(Entry& entry, std::size_t state, bool say_wh
   // Parameters, buffers and the arguments the plan writes are read where they lie (one at another
   // address makes the call run launch by launch, then the graph is captured again there); the
   // call's other tensors are copied into the graph's buffers. Every output is copied out of the
-  // graph's memory: the caller may keep a call's results past the next call.
+  // graph's memory: the caller may keep a call's results past the next call, and the graphs of all
+  // signatures share one pool, none keeping memory between its replays.
   std::vector<bool> by_address(inputs, true);
   for (std::size_t i = 0; i < arguments; ++i) by_address[i] = memory.written[i];
   std::string why;
   entry.graph = make_plan_graph(entry.plan, std::move(by_address), plan.graph.outputs.size(),
-                                "the plan of " + options_.name, graph_counters_, why, entry.derived);
+                                "the plan of " + options_.name, graph_counters_, why, entry.derived, graph_pool_);
   if (!entry.graph) refuse(why);
 }
 

@@ -16,6 +16,7 @@
 
 #include "runtime/derived_values.h"
 #include "runtime/executor.h"
+#include "runtime/graph_pool.h"
 #include "core/log.h"
 
 namespace zenith {
@@ -60,18 +61,28 @@ at::Tensor share_memory(const at::Tensor& source) {
   return tensor;
 }
 
+// A tensor at `source`'s address that does not keep its memory: a staged graph's buffer or
+// output, whose memory goes back to the pool once the capture ends and which only the graph's own
+// replays use (the pool's lock and stream order keep other graphs' replays out of the way).
+at::Tensor unowned(const at::Tensor& source) {
+  if (!source.defined() || source.numel() == 0) return source;  // nothing in the pool
+  return at::from_blob(source.data_ptr(), source.sizes(), source.strides(), source.options());
+}
+
 class CudaPlanGraph final : public PlanGraph {
  public:
   CudaPlanGraph(std::shared_ptr<const Plan> plan, std::vector<bool> by_address, std::size_t copied_outputs,
                 std::string what, c10::Device device, std::shared_ptr<PlanGraphCounters> counters,
-                std::shared_ptr<const DerivedValues> derived)
+                std::shared_ptr<const DerivedValues> derived, std::shared_ptr<GraphPool> pool)
       : plan_(std::move(plan)),
         derived_(std::move(derived)),
         by_address_(std::move(by_address)),
         copied_outputs_(copied_outputs),
+        staged_(copied_outputs_ >= plan_->graph.outputs.size()),
         what_(std::move(what)),
         device_(device),
-        counters_(counters ? std::move(counters) : std::make_shared<PlanGraphCounters>()) {}
+        counters_(counters ? std::move(counters) : std::make_shared<PlanGraphCounters>()),
+        pool_(pool ? std::move(pool) : std::make_shared<GraphPool>()) {}
 
   ~CudaPlanGraph() override {
     // Tensors in the graph's pool go before the pool does.
@@ -86,9 +97,11 @@ class CudaPlanGraph final : public PlanGraph {
     if (graph_) {
       if (auto why = replay_blocker(inputs); !why.empty()) return run_plain(inputs, why);
       moved_calls_ = 0;
+      const auto pool_lock = pool_->lock();
       return replay(inputs);
     }
     if (calls_++ == 0) return execute_plan(inputs);
+    const auto pool_lock = pool_->lock();
     return capture_and_replay(inputs);
   }
 
@@ -130,9 +143,14 @@ class CudaPlanGraph final : public PlanGraph {
     return execute_plan(inputs);
   }
 
+  // Under the pool's lock.
   std::vector<at::Tensor> replay(const std::vector<at::Tensor>& inputs) {
     c10::cuda::CUDAGuard guard(device_);
-    follow_last_stream();
+    // The buffers and outputs are memory other graphs of the pool reuse, and this graph's own
+    // last replay's: this one comes after all of them and after the reads of their outputs queued
+    // so far (a result still held in place blocks the replay, replay_blocker). On the last
+    // replay's stream, stream order does it.
+    pool_->follow_last_replay(device_.index());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (buffers_[i].defined() && buffers_[i].numel() > 0) buffers_[i].copy_(inputs[i]);
     }
@@ -148,6 +166,7 @@ class CudaPlanGraph final : public PlanGraph {
     return outputs;
   }
 
+  // Under the pool's lock.
   std::vector<at::Tensor> capture_and_replay(const std::vector<at::Tensor>& inputs) {
     if (captures_ >= kMaxCaptures) {
       disable(fmt::format("captured {} times and the addresses of its inputs keep moving", captures_));
@@ -164,28 +183,39 @@ class CudaPlanGraph final : public PlanGraph {
     }
     ++captures_;
     c10::cuda::CUDAGuard guard(device_);
-    // The graph's inputs: by-address ones as they are, the others in buffers of the graph's own.
+    // The graph's inputs: by-address ones as they are, the others in buffers of the graph's own,
+    // made in the pool during the capture when the graph is staged.
     std::vector<at::Tensor> graph_inputs(inputs.size());
-    buffers_.assign(inputs.size(), at::Tensor());
     addresses_.assign(inputs.size(), nullptr);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const auto& input = inputs[i];
-      if (by_address_[i] || !input.defined()) {
-        graph_inputs[i] = input;
-        addresses_[i] = input.defined() ? input.data_ptr() : nullptr;
-      } else {
-        buffers_[i] = at::empty_strided(input.sizes(), input.strides(), input.options());
-        graph_inputs[i] = buffers_[i];
+      if (by_address_[i] || !inputs[i].defined()) {
+        graph_inputs[i] = inputs[i];
+        addresses_[i] = inputs[i].defined() ? inputs[i].data_ptr() : nullptr;
       }
     }
-    const auto pool = at::cuda::graph_pool_handle();
+    auto make_buffers = [&] {
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (graph_inputs[i].defined() || !inputs[i].defined()) continue;
+        graph_inputs[i] = at::empty_strided(inputs[i].sizes(), inputs[i].strides(), inputs[i].options());
+      }
+    };
+    if (!staged_) make_buffers();
+    c10::MempoolId_t pool;
+    try {
+      pool = pool_->id(device_.index());
+    } catch (const std::exception& error) {
+      ++counters_->failures;
+      settle_generator();
+      disable(fmt::format("its memory pool could not be made: {}", first_line(error.what())));
+      return execute_plan(inputs);
+    }
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
     std::vector<at::Tensor> outputs;
     std::string failure;
     {
       // Capture needs a stream other than the default; it records work and runs none.
       auto current = at::cuda::getCurrentCUDAStream(device_.index());
-      auto side = at::cuda::getStreamFromPool(false, device_.index());
+      auto side = pool_->capture_stream(device_.index());
       at::cuda::CUDAEvent ready;
       ready.record(current);
       ready.block(side);
@@ -195,9 +225,15 @@ class CudaPlanGraph final : public PlanGraph {
         graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
       } catch (const std::exception& error) {
         failure = fmt::format("the capture could not begin: {}", error.what());
+        // capture_begin readies the generator for a capture before it can fail.
+        graph.reset();
+        settle_generator();
       }
       if (failure.empty()) {
         try {
+          // Allocated on the capturing stream, the buffers come from the pool (nothing is
+          // launched: a replay copies the call's tensors in before it runs the graph).
+          if (staged_) make_buffers();
           outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get());
           graph->capture_end();
         } catch (const std::exception& error) {
@@ -214,14 +250,22 @@ class CudaPlanGraph final : public PlanGraph {
       done.block(current);
     }
     if (!failure.empty()) {
-      buffers_.clear();
       ++counters_->failures;
       disable(fmt::format("capturing it as a CUDA graph failed: {}", first_line(failure)));
       return execute_plan(inputs);
     }
     graph_ = std::move(graph);
     derived_moves_ = derived_ ? derived_->moves() : 0;
+    buffers_.assign(inputs.size(), at::Tensor());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!by_address_[i]) buffers_[i] = staged_ ? unowned(graph_inputs[i]) : graph_inputs[i];
+    }
     outputs_ = std::move(outputs);
+    if (staged_) {
+      // Every output is copied out at each replay, so none needs its memory past it: with the
+      // buffers, they go back to the pool when this function lets the capture's tensors go.
+      for (auto& output : outputs_) output = unowned(output);
+    }
     checked_.assign(outputs_.size(), false);
     baseline_.assign(outputs_.size(), 0);
     std::set<const void*> input_storages;
@@ -237,19 +281,6 @@ class CudaPlanGraph final : public PlanGraph {
     reason_.clear();
     log::info("zenith: {} is captured as a CUDA graph ({} launches replay as one)", what_, plan_->steps.size());
     return replay(inputs);
-  }
-
-  // The graph's buffers and outputs are one memory, reused by every replay: a replay on another
-  // stream than the last one waits for all that stream has queued so far, which includes the last
-  // replay and every read of its outputs the caller queued before letting them go (a result still
-  // held blocks the replay, replay_blocker). On the same stream, stream order does it.
-  void follow_last_stream() {
-    const auto current = at::cuda::getCurrentCUDAStream(device_.index());
-    if (last_stream_ && *last_stream_ != current) {
-      stream_switch_.record(*last_stream_);
-      stream_switch_.block(current);
-    }
-    last_stream_ = current;
   }
 
   // Ends a capture that failed midway: CUDA leaves the stream capturing until told, and the
@@ -301,18 +332,19 @@ class CudaPlanGraph final : public PlanGraph {
   const std::shared_ptr<const DerivedValues> derived_;
   const std::vector<bool> by_address_;
   const std::size_t copied_outputs_;
+  // Every output is copied out: the graph keeps no memory past its capture (make_plan_graph).
+  const bool staged_;
   const std::string what_;
   const c10::Device device_;
   const std::shared_ptr<PlanGraphCounters> counters_;
+  const std::shared_ptr<GraphPool> pool_;
   mutable std::mutex mutex_;
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
-  std::vector<at::Tensor> buffers_;    // per input: the graph's copy (undefined: read by address)
+  std::vector<at::Tensor> buffers_;    // per input: the graph's copy (undefined: read by address); unowned when staged
   std::vector<const void*> addresses_; // per input read by address: where the graph reads it
-  std::vector<at::Tensor> outputs_;    // the graph's outputs, in its pool
+  std::vector<at::Tensor> outputs_;    // the graph's outputs, in its pool; unowned when staged
   std::vector<bool> checked_;          // per output: in the graph's memory, so a replay overwrites it
   std::vector<std::size_t> baseline_;  // per checked output: its storage's references when nobody else holds it
-  std::optional<c10::cuda::CUDAStream> last_stream_;  // where the last replay ran
-  at::cuda::CUDAEvent stream_switch_;                 // orders a replay after another stream's work
   std::int64_t calls_ = 0;
   int captures_ = 0;
   int moved_calls_ = 0;
@@ -332,7 +364,8 @@ std::string plan_graph_refusal(const Plan& plan) {
 std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan> plan, std::vector<bool> by_address,
                                            std::size_t copied_outputs, std::string what,
                                            std::shared_ptr<PlanGraphCounters> counters, std::string& why,
-                                           std::shared_ptr<const DerivedValues> derived) {
+                                           std::shared_ptr<const DerivedValues> derived,
+                                           std::shared_ptr<GraphPool> pool) {
   why.clear();
   auto device = graph_device(*plan, why);
   if (!device) return nullptr;
@@ -340,8 +373,16 @@ std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan> plan, std
     why = fmt::format("{} inputs marked, the plan has {}", by_address.size(), plan->graph.inputs.size());
     return nullptr;
   }
+  if (pool && copied_outputs < plan->graph.outputs.size()) {
+    why = fmt::format("it hands {} of its {} outputs out in place, which another graph's replay in a shared pool would "
+                      "overwrite",
+                      plan->graph.outputs.size() - copied_outputs, plan->graph.outputs.size());
+    return nullptr;
+  }
   return std::make_unique<CudaPlanGraph>(std::move(plan), std::move(by_address), copied_outputs, std::move(what),
-                                         *device, std::move(counters), std::move(derived));
+                                         *device, std::move(counters), std::move(derived), std::move(pool));
 }
+
+std::shared_ptr<GraphPool> make_graph_pool() { return std::make_shared<GraphPool>(); }
 
 }  // namespace zenith

@@ -23,6 +23,7 @@
 namespace zenith {
 
 class DerivedValues;
+class GraphPool;
 
 /// Counters shared by every graphed plan of one compiled module.
 struct PlanGraphCounters {
@@ -39,9 +40,9 @@ class PlanGraph {
 
   /// Runs the plan on `inputs` (graph input order) and returns its outputs flat, as
   /// execute_flat does. The first call runs launch by launch (the libraries initialize lazily, which
-  /// must not happen inside a capture); the second captures the graph and replays it. Outputs of a
-  /// replay live in the graph's memory until the next replay: the graph checks that nothing holds
-  /// them before it overwrites them.
+  /// must not happen inside a capture); the second captures the graph and replays it. Outputs a
+  /// replay hands out in place live in the graph's memory until the next replay: the graph checks
+  /// that nothing holds them before it overwrites them.
   virtual std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) = 0;
 
   /// Graphs are off for this plan for good (a failed capture, inputs that keep moving): every call
@@ -62,9 +63,21 @@ std::string plan_graph_refusal(const Plan& plan);
 /// forward of module"). `counters` may be null. With `derived` (the plan's DerivedValues), the
 /// graph holds the launches of the other steps only: the kept values are brought up to date before
 /// every run, outside the graph, and read where they lie.
+///
+/// A graph that copies every output (`copied_outputs` is the plan's output count) keeps none of its
+/// memory past a capture: its inputs' buffers, intermediates and outputs go back to its pool, for
+/// the next capture into the pool to reuse, and every replay writes them anew. Such graphs may share
+/// `pool` (runtime/graph_pool.h: one module's inference graphs); a graph that hands outputs out in
+/// place may not (the next graph's replay would overwrite them): `why` says so and null comes back.
+/// Null `pool`: the graph gets one of its own.
 std::unique_ptr<PlanGraph> make_plan_graph(std::shared_ptr<const Plan> plan, std::vector<bool> by_address,
                                            std::size_t copied_outputs, std::string what,
                                            std::shared_ptr<PlanGraphCounters> counters, std::string& why,
-                                           std::shared_ptr<const DerivedValues> derived = nullptr);
+                                           std::shared_ptr<const DerivedValues> derived = nullptr,
+                                           std::shared_ptr<GraphPool> pool = nullptr);
+
+/// A pool for the graphs of one compiled module to share (make_plan_graph's `pool`); null when
+/// this LibTorch has no CUDA. Makes no CUDA call until a graph is captured into it.
+std::shared_ptr<GraphPool> make_graph_pool();
 
 }  // namespace zenith

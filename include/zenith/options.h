@@ -72,8 +72,13 @@ struct CompileOptions {
   /// where they lie. A call whose parameters moved or whose previous outputs are still held runs
   /// launch by launch instead (never wrong, only slower); CacheStats counts both. A symbolic plan's
   /// instance (a new size) is graphed at its own second call. Plans with value checks, plans that
-  /// write into or return their arguments, and plans of one kernel launch run launch by launch. The
-  /// graphs keep their memory between calls. Overridden by ZENITH_CUDA_GRAPHS=0|1.
+  /// write into or return their arguments, and plans of one kernel launch run launch by launch.
+  /// Memory: the inference graphs of one compiled module share one CUDA memory pool and keep none
+  /// of it between replays (every replay copies its inputs in and its results out), so a module
+  /// with a graph per size (a cache that grows a token per call) needs about one graph's memory,
+  /// not one per size; in exchange its graphs replay one at a time, whichever streams call them.
+  /// A training step's forward and backward keep their memory between calls (saved values wait
+  /// there for the backward). Overridden by ZENITH_CUDA_GRAPHS=0|1.
   bool cuda_graphs = true;
   /// Runs the convolutions of a compiled plan on a CUDA device channels-last (NHWC), training
   /// steps and inference alike: cuDNN's float32 kernels work in that layout, so eager's NCHW

@@ -1,8 +1,13 @@
 // CUDA graphs of inference plans (CompileOptions::cuda_graphs, on by default): from a signature's
 // third call its plan replays as one graph. Replays match eager on fresh inputs, results a caller
 // keeps are never overwritten by a later replay, parameters updated in place or replaced are seen,
-// arguments the forward writes are written where they lie, and plans a graph cannot serve (value
-// checks, a capture that fails) run launch by launch. Label gpu.
+// arguments the forward writes are written where they lie, the graphs of every size share one
+// memory pool and keep none of it between replays, and plans a graph cannot serve (value checks, a
+// capture that fails) run launch by launch. Label gpu.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -59,6 +64,61 @@ TEST_F(InferenceGraphs, ReplaysMatchEagerAndKeptResultsStay) {
   EXPECT_EQ(stats.graph_plain_runs, 0);
   EXPECT_EQ(stats.graph_failures, 0);
   EXPECT_EQ(stats.eager_calls, 0);
+}
+
+std::int64_t allocated_bytes() {
+  torch::cuda::synchronize();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+TEST_F(InferenceGraphs, GraphsOfEverySizeShareOnePoolAndKeepNoMemoryBetweenReplays) {
+  // A graph per batch size, as a decoder whose cache grows makes one per length. Every graph copies
+  // its input in and its result out, so none keeps memory between replays: with eight sizes graphed
+  // the memory in use is what it was with one (kept per graph, the inputs' buffers and outputs alone
+  // would be 1.2 MB more). Then the sizes replay interleaved, alternating two streams without a
+  // synchronization between calls, while every result is kept: the graphs reuse each other's
+  // memory, so a replay that overlapped another, or overwrote a result not yet copied out, would
+  // show here.
+  torch::NoGradGuard no_grad;
+  Mlp mlp;
+  mlp->to(kDevice);
+  mlp->eval();
+  auto fast = zenith::compile(mlp, no_fallback("pool"));
+  const std::vector<std::int64_t> batches = {512, 640, 768, 896, 1024, 1152, 1280, 1408};
+  auto graph_batch = [&](std::int64_t batch) {
+    // Enough calls for a plan of its own (captured, run, graphed) or an instance of a symbolic one.
+    for (int call = 0; call < 4; ++call) {
+      auto x = torch::randn({batch, 32}, kDevice);
+      expect_close(fast(x), mlp->forward(x), kRtol, kAtol, fmt::format("batch {}, call {}", batch, call));
+    }
+  };
+  graph_batch(batches.front());
+  const auto with_one = allocated_bytes();
+  for (std::size_t i = 1; i < batches.size(); ++i) graph_batch(batches[i]);
+  const auto with_all = allocated_bytes();
+  ASSERT_EQ(fast.stats().graph_captures, static_cast<std::int64_t>(batches.size())) << fast.report().to_string();
+  // Below one graph's input and output at the smallest size (512 x (32 + 16) floats).
+  EXPECT_LT(with_all - with_one, 512 * (32 + 16) * 4) << "the graphs keep memory between replays";
+
+  const auto replays_before = fast.stats().graph_replays;
+  std::vector<c10::cuda::CUDAStream> streams = {c10::cuda::getStreamFromPool(), c10::cuda::getStreamFromPool()};
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> kept;
+  std::vector<std::string> what;
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      c10::cuda::CUDAStreamGuard on(streams[(i + round) % 2]);
+      auto x = torch::randn({batches[i], 32}, kDevice);
+      kept.emplace_back(fast(x), mlp->forward(x));
+      what.push_back(fmt::format("round {}, batch {}", round, batches[i]));
+    }
+  }
+  torch::cuda::synchronize();
+  for (std::size_t k = 0; k < kept.size(); ++k) expect_close(kept[k].first, kept[k].second, kRtol, kAtol, what[k]);
+  EXPECT_EQ(fast.stats().graph_replays - replays_before, static_cast<std::int64_t>(kept.size()));
+  EXPECT_EQ(fast.stats().graph_captures, static_cast<std::int64_t>(batches.size()));
+  EXPECT_EQ(fast.stats().graph_plain_runs, 0);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
 }
 
 TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
