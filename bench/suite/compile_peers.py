@@ -40,7 +40,7 @@ def modes_of(case):
 def new_row(case, mode):
     return {"case": case["name"], "workload": case["workload"], "mode": mode, "side": "python", "status": "ok",
             "error": "", "median_ms": None, "p90_ms": None, "reps": 0, "first_call_ms": None, "setup_ms": None,
-            "peak_mb": None, "max_rel_error": None, "extra": {}}
+            "peak_mb": None, "reserved_mb": None, "max_rel_error": None, "extra": {}}
 
 
 def fail(row, error):
@@ -90,6 +90,7 @@ class Fixed:
             out = cloned(self.fn(*args))
         self.row["max_rel_error"] = check_close(out, reference, case["torch_dtype"], f"{mode} against eager")
         self.row["peak_mb"] = memory.extra_mb()
+        self.row["reserved_mb"] = memory.extra_reserved_mb()
         if case["workload"] == "elementwise":
             self.row["extra"]["bytes_moved"] = 5.0 * (1 << case["log2n"]) * args[0].element_size()
 
@@ -128,6 +129,7 @@ class Sweep:
         # The last three lengths again, as the C++ runner checks them.
         checked = [cloned(fn(case_models.sweep_input(case, self.inputs, n)))[0] for n in lengths[-3:]]
         row["peak_mb"] = memory.extra_mb()
+        row["reserved_mb"] = memory.extra_reserved_mb()
         later = ms[warmup:]
         median, p90, worst, reps = summarize(later)
         xs = [float(v) for v in lengths[warmup:]]
@@ -187,6 +189,7 @@ class Decode:
         _, _, logits = self.generate()  # checked on a warm generation, as the C++ runner does
         self.row["max_rel_error"] = check_close(logits, reference, case["torch_dtype"], f"{mode} logits against eager")
         self.row["peak_mb"] = memory.extra_mb()
+        self.row["reserved_mb"] = memory.extra_reserved_mb()
         self.row["extra"]["weight_bytes"] = float(sum(p.numel() * p.element_size() for name, p in model.named_parameters()
                                                       if not name.endswith("embed_tokens.weight")))
 
@@ -311,6 +314,7 @@ class Training:
         for _ in range(len(expected), settings.warmup):
             self.trainer.step()
         self.row["peak_mb"] = memory.extra_mb()
+        self.row["reserved_mb"] = memory.extra_reserved_mb()
 
     def finish(self):
         min_reps, max_reps = (1, 1) if self.settings.smoke else TRAINING_REPS

@@ -123,6 +123,11 @@ def greedy(x):
     return text
 
 
+def peak(r):
+    """Peak device memory above the mode's start, allocated / reserved (timing.h's PeakMemory)."""
+    return fmt(r["peak_mb"], 0) + " / " + fmt(r.get("reserved_mb"), 0)
+
+
 def status_or(r, text):
     return text if r["status"] == "ok" else r["status"].upper()
 
@@ -137,35 +142,35 @@ def sections(rows):
           fmt(r["max_rel_error"])] for r in ordered(rows, {"elementwise"})]))
     parts.append("### Dynamic shapes: Linear(1024,1024)+ReLU, batch 32, a new seq_len in 100..1000 every step\n\n" + table(
         ["mode", "first call ms", "median ms", "p90 ms", "worst after warm-up ms", "slope ms/token", "R^2",
-         "recaptures / NVRTC / graphs after warm-up", "peak MB"],
+         "recaptures / NVRTC / graphs after warm-up", "peak MB allocated / reserved"],
         [[r["mode"], status_or(r, fmt(r["first_call_ms"], 1)), fmt(r["median_ms"]), fmt(r["p90_ms"]),
           fmt(r["extra"].get("worst_ms_after_warmup")), fmt(r["extra"].get("slope_ms_per_token"), 5),
           fmt(r["extra"].get("r2")),
           " / ".join(str(r["extra"][k]) if k in r["extra"] else "-" for k in
                      ("recaptures_after_warmup", "nvrtc_compiles_after_warmup", "graphs_compiled_after_warmup")),
-          fmt(r["peak_mb"], 0)] for r in ordered(rows, {"sweep"})]))
+          peak(r)] for r in ordered(rows, {"sweep"})]))
     parts.append("### BERT-base (sequence 128) and ResNet-50 (224x224) inference\n\n" + table(
-        ["case", "mode", "median ms", "p90 ms", "vs eager", "first call ms", "setup ms", "peak MB", "rel. error"],
+        ["case", "mode", "median ms", "p90 ms", "vs eager", "first call ms", "setup ms", "peak MB allocated / reserved", "rel. error"],
         [[r["case"], r["mode"], status_or(r, fmt(r["median_ms"])), fmt(r["p90_ms"]),
           fmt(r.get("speedup_vs_eager"), 2) + ("x" if r.get("speedup_vs_eager") else ""), fmt(r["first_call_ms"], 1),
-          fmt(r["setup_ms"], 1), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"])] for r in ordered(rows, {"bert", "resnet"})]))
+          fmt(r["setup_ms"], 1), peak(r), fmt(r["max_rel_error"])] for r in ordered(rows, {"bert", "resnet"})]))
     parts.append("### TinyLlama-shaped decoder, float16, batch 1: 128-token prompt, then 128 tokens with a KV cache "
                  "(decode_f16: the cache grows by concatenation; decode_static_f16: allocated once, written in place)\n\n" + table(
         ["case", "mode", "tokens/s", "% of weight-streaming bound", "ms/token median", "p90", "launches/token",
-         "host ms/token", "prompt ms", "first generation ms", "peak MB", "rel. error", "greedy tokens as eager's"],
+         "host ms/token", "prompt ms", "first generation ms", "peak MB allocated / reserved", "rel. error", "greedy tokens as eager's"],
         [[r["case"], r["mode"], status_or(r, fmt(r["extra"].get("tokens_per_s"), 1)), fmt(r["extra"].get("pct_of_bound"), 1),
           fmt(r["median_ms"]), fmt(r["p90_ms"]), fmt(r["extra"].get("launches_per_token"), 1),
           fmt(r["extra"].get("host_ms_per_token"), 3), fmt(r["extra"].get("prompt_ms"), 2),
-          fmt(r["extra"].get("first_generation_ms"), 0), fmt(r["peak_mb"], 0), fmt(r["max_rel_error"]),
+          fmt(r["extra"].get("first_generation_ms"), 0), peak(r), fmt(r["max_rel_error"]),
           greedy(r["extra"])]
          for r in ordered(rows, {"decode"})]))
     parts.append("### Training step (forward, loss, backward, AdamW): eager, the model and loss through Zenith and "
                  "through torch.compile; the first steps' losses and gradient norm checked against eager\n\n" + table(
-        ["case", "mode", "steps/s", "median ms", "p90 ms", "vs eager", "first call ms", "peak MB",
+        ["case", "mode", "steps/s", "median ms", "p90 ms", "vs eager", "first call ms", "peak MB allocated / reserved",
          "parameters (without embeddings)", "rel. error", "note"],
         [[r["case"], r["mode"], status_or(r, fmt(r["extra"].get("steps_per_s"), 2)), fmt(r["median_ms"]),
           fmt(r["p90_ms"]), fmt(r.get("speedup_vs_eager"), 2) + ("x" if r.get("speedup_vs_eager") else ""),
-          fmt(r["first_call_ms"], 1), fmt(r["peak_mb"], 0), parameters(r["extra"]), fmt(r["max_rel_error"]),
+          fmt(r["first_call_ms"], 1), peak(r), parameters(r["extra"]), fmt(r["max_rel_error"]),
           training_note(r)] for r in ordered(rows, {"training"})]))
     failed = [r for r in rows if not ok(r)]
     parts.append("### Modes that failed or were skipped\n\n" + (table(

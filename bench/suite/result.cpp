@@ -23,7 +23,7 @@ nlohmann::json to_json(const Result& r) {
           {"side", "c++"},               {"status", r.status},           {"error", r.error},
           {"median_ms", number(r.median_ms)}, {"p90_ms", number(r.p90_ms)}, {"reps", r.reps},
           {"first_call_ms", number(r.first_call_ms)}, {"setup_ms", number(r.setup_ms)},
-          {"peak_mb", number(r.peak_mb)}, {"max_rel_error", number(r.max_rel_error)}, {"extra", r.extra}};
+          {"peak_mb", number(r.peak_mb)}, {"reserved_mb", number(r.reserved_mb)}, {"max_rel_error", number(r.max_rel_error)}, {"extra", r.extra}};
 }
 
 }  // namespace zenith::bench

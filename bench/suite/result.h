@@ -21,6 +21,7 @@ struct Result {
   double first_call_ms = std::numeric_limits<double>::quiet_NaN();  ///< the first call, wall clock
   double setup_ms = std::numeric_limits<double>::quiet_NaN();       ///< load, freeze, compile before the first call
   double peak_mb = std::numeric_limits<double>::quiet_NaN();        ///< device memory above what was allocated before
+  double reserved_mb = std::numeric_limits<double>::quiet_NaN();    ///< the allocator's reserve above its start (PeakMemory)
   double max_rel_error = std::numeric_limits<double>::quiet_NaN();  ///< against eager: max |x - ref| / max |ref|
   nlohmann::json extra = nlohmann::json::object();                   ///< workload-specific figures
 

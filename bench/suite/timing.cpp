@@ -31,9 +31,17 @@ double one_call_ms(const torch::Device& device, const std::function<void()>& bod
   return start.elapsed_time(stop);
 }
 
+c10::DeviceIndex index_of(const torch::Device& device) { return device.index() < 0 ? 0 : device.index(); }
+
 std::int64_t allocated_bytes(const torch::Device& device, bool peak) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
   const auto& stat = stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  return peak ? stat.peak : stat.current;
+}
+
+std::int64_t reserved_bytes(const torch::Device& device, bool peak) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+  const auto& stat = stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
   return peak ? stat.peak : stat.current;
 }
 
@@ -82,14 +90,22 @@ Samples time_calls(const torch::Device& device, const std::function<void()>& bod
 PeakMemory::PeakMemory(const torch::Device& device) : device_(device) {
   if (!device_.is_cuda()) return;
   synchronize(device_);
-  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index() < 0 ? 0 : device_.index());
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
   base_ = allocated_bytes(device_, /*peak=*/false);
+  reserved_base_ = reserved_bytes(device_, /*peak=*/false);
 }
 
 double PeakMemory::extra_mb() const {
   if (!device_.is_cuda()) return std::numeric_limits<double>::quiet_NaN();
   synchronize(device_);
   return static_cast<double>(allocated_bytes(device_, /*peak=*/true) - base_) / (1 << 20);
+}
+
+double PeakMemory::extra_reserved_mb() const {
+  if (!device_.is_cuda()) return std::numeric_limits<double>::quiet_NaN();
+  synchronize(device_);
+  return static_cast<double>(reserved_bytes(device_, /*peak=*/true) - reserved_base_) / (1 << 20);
 }
 
 }  // namespace zenith::bench

@@ -36,16 +36,25 @@ double host_ms(const std::function<void()>& body);
 Samples time_calls(const torch::Device& device, const std::function<void()>& body, double seconds, int min_reps,
                    int max_reps);
 
-/// Device memory allocated above what was allocated when it was made, at its peak: what a mode
-/// needs beyond the weights and inputs every mode shares. NaN on the CPU.
+/// Device memory above what was in use when it was made, at its peak: what a mode needs beyond the
+/// weights and inputs every mode shares. NaN on the CPU.
 class PeakMemory {
  public:
+  /// Gives the caching allocator's unused blocks back to the device first, so that reserved
+  /// memory starts from what is allocated.
   explicit PeakMemory(const torch::Device& device);
+  /// Allocated memory (tensors alive) at its peak, in MB above the start.
   double extra_mb() const;
+  /// Reserved memory at its peak, in MB above the start: the allocator's segments, which include
+  /// the memory pools of CUDA graphs (kept for their replays whether or not a tensor of the pool is
+  /// alive: a graph's intermediates are freed to its pool when its capture ends, and count as
+  /// allocated only then) and its rounding and cached blocks.
+  double extra_reserved_mb() const;
 
  private:
   torch::Device device_;
   std::int64_t base_ = 0;
+  std::int64_t reserved_base_ = 0;
 };
 
 }  // namespace zenith::bench

@@ -49,17 +49,27 @@ def time_calls(fn, seconds, min_reps, max_reps):
 
 
 class PeakMemory:
-    """Device memory allocated above what was allocated when made, at its peak (MB); None on CPU."""
+    """Device memory above what was in use when made, at its peak (MB); None on CPU. As timing.h's:
+    the allocator's unused blocks are given back first, and both allocated and reserved memory
+    (the allocator's segments, CUDA graphs' pools included) are measured."""
 
     def __init__(self):
         self.base = None
         if torch.cuda.is_available():
             synchronize()
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
+            self.reserved_base = torch.cuda.memory_reserved()
 
     def extra_mb(self):
         if self.base is None:
             return None
         synchronize()
         return (torch.cuda.max_memory_allocated() - self.base) / (1 << 20)
+
+    def extra_reserved_mb(self):
+        if self.base is None:
+            return None
+        synchronize()
+        return (torch.cuda.max_memory_reserved() - self.reserved_base) / (1 << 20)
