@@ -261,5 +261,34 @@ TEST(PlanGraph, CapturesOnlyCudaKernelsDeclaredGraphSafe) {
   EXPECT_FALSE(why.empty());
 }
 
+TEST(PlanGraph, AGraphHandingOutputsOutInPlaceIsRefusedASharedPool) {
+  // The graphs sharing a module's pool reuse each other's memory between replays, so an output
+  // handed out in place would be overwritten by the next graph's replay; a graph that copies every
+  // output out may share it. Nothing here touches a device: a plan graph makes its first CUDA call
+  // when it captures.
+  auto pool = make_graph_pool();
+  if (!pool) GTEST_SKIP() << "this LibTorch has no CUDA";
+  Plan plan;
+  plan.graph = testing::elementwise_chain();
+  Step step;
+  // A kernel that declares itself graph-safe, on a GPU; never launched (it has no handle).
+  step.kernel = std::make_shared<Kernel>(&cpu(), nullptr, /*provides_outputs=*/false, /*graph_safe=*/true);
+  step.backend = "cpu";
+  step.device = c10::Device(c10::kCUDA, 0);
+  plan.steps.push_back(step);
+  ASSERT_EQ(plan_graph_refusal(plan), "");
+  const auto shared = std::make_shared<Plan>(plan);
+  const auto outputs = plan.graph.outputs.size();
+  ASSERT_GE(outputs, 1u);
+  const std::vector<bool> copied_in(plan.graph.inputs.size(), false);
+  std::string why;
+  EXPECT_EQ(make_plan_graph(shared, copied_in, outputs - 1, "test", nullptr, why, nullptr, pool), nullptr);
+  EXPECT_NE(why.find("hands 1 of its"), std::string::npos) << why;
+  EXPECT_NE(make_plan_graph(shared, copied_in, outputs, "test", nullptr, why, nullptr, pool), nullptr) << why;
+  EXPECT_TRUE(why.empty()) << why;
+  // With a pool of its own (a training step's graphs: saved values wait in it for the backward).
+  EXPECT_NE(make_plan_graph(shared, copied_in, 0, "test", nullptr, why), nullptr) << why;
+}
+
 }  // namespace
 }  // namespace zenith
