@@ -1,5 +1,7 @@
 #include "runtime/signature.h"
 
+#include <algorithm>
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/hash.h>
@@ -97,6 +99,15 @@ Signature make_signature(const std::vector<c10::IValue>& args, const std::vector
   return make_signature(args, state_fingerprint(state), training);
 }
 
+ir::TensorType without_unit_dim_strides(ir::TensorType type) {
+  std::int64_t later = 1;  // the product of the sizes after the dimension
+  for (std::size_t d = type.sizes.size(); d-- > 0;) {
+    if (type.sizes[d] == 1 && d < type.strides.size()) type.strides[d] = later;
+    later *= std::max<std::int64_t>(type.sizes[d], 1);
+  }
+  return type;
+}
+
 Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state_fingerprint, bool training) {
   Signature signature;
   signature.grad_mode = at::GradMode::is_enabled();
@@ -112,7 +123,9 @@ Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state
         throw Error::mismatch(fmt::format("argument {}", i), "a defined tensor", "an undefined tensor");
       }
       entry.is_tensor = true;
-      entry.tensor = type_of(arg.toTensor());
+      // A generation loop's token sliced from a longer tensor ([1, 1] with strides [n, 1], n
+      // growing) and a [1, 1] tensor of its own are one signature: one plan, one CUDA graph.
+      entry.tensor = without_unit_dim_strides(type_of(arg.toTensor()));
       seed = hash_type(seed, entry.tensor);
     } else if (arg.isInt() || arg.isDouble() || arg.isBool()) {
       entry.scalar = fmt::format("{}:{}", arg.tagKind(), arg.isInt() ? std::to_string(arg.toInt())

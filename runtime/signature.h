@@ -53,6 +53,13 @@ std::string autocast_regions();
 /// A hash of the dtypes, sizes, strides and devices of a module's parameters and buffers.
 std::size_t state_fingerprint(const std::vector<at::Tensor>& state);
 
+/// An argument's type as a signature holds it: `type` with the stride of every dimension of size
+/// 1 set as a contiguous tensor's would be (the product of the later sizes). Such a dimension is
+/// never stepped over, so its stride places no element (PyTorch's contiguity checks skip it too):
+/// types that differ only there describe the same elements at the same offsets, and a kernel
+/// indexes both alike (index 0 times any stride).
+ir::TensorType without_unit_dim_strides(ir::TensorType type);
+
 struct SignatureHash {
   std::size_t operator()(const Signature& signature) const { return signature.hash; }
 };

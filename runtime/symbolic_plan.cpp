@@ -206,8 +206,8 @@ Instance SymbolicPlan::instantiate(const Signature& signature, const std::string
   // Every size and stride of the call's tensors must be what the plan now expects: a dimension that
   // is not symbolic kept its size, and the layout follows the sizes as it did at the base.
   for (std::size_t k = 0; k < tensor_arguments_.size(); ++k) {
-    const auto& expected = plan->graph.value(plan->graph.inputs[k]).type;
-    const auto& got = signature.args[tensor_arguments_[k]].tensor;
+    const auto expected = without_unit_dim_strides(plan->graph.value(plan->graph.inputs[k]).type);
+    const auto& got = signature.args[tensor_arguments_[k]].tensor;  // without_unit_dim_strides too
     if (expected.sizes != got.sizes || expected.strides != got.strides) {
       instance.refusal = fmt::format("argument {} is {}; at these sizes the symbolic plan expects {}",
                                      tensor_arguments_[k], got.to_string(), expected.to_string());

@@ -4,7 +4,8 @@
 //   auto y = fast(x);                     // the same result as model->forward(x)
 //
 // A call is traced once per signature (dtypes, sizes, strides, devices, requires_grad, grad mode,
-// training flag and the values of non-tensor arguments), optimized and partitioned over backend
+// training flag and the values of non-tensor arguments; the stride of a dimension of size 1 is
+// not in it, as it places no element), optimized and partitioned over backend
 // plugins; later calls with that signature replay the plan. Parameters and buffers are read live
 // at every call, so an optimizer step between calls is seen. A call that needs gradients is one
 // autograd node with a compiled backward (docs/training.md).

@@ -121,6 +121,27 @@ TEST_F(InferenceGraphs, GraphsOfEverySizeShareOnePoolAndKeepNoMemoryBetweenRepla
   EXPECT_EQ(fast.stats().eager_calls, 0);
 }
 
+TEST_F(InferenceGraphs, ATokenSlicedFromALongerTensorReplaysOneGraph) {
+  // A generation loop's input sliced from a longer tensor: [1, 1, 32] out of [1, n, 32], whose
+  // first stride (32n) changes with n though no element moves. One signature, one graph, whose
+  // buffer (laid out as the capture's slice) takes each call's values.
+  torch::NoGradGuard no_grad;
+  Mlp mlp;
+  mlp->to(kDevice);
+  mlp->eval();
+  auto fast = zenith::compile(mlp, no_fallback("sliced"));
+  constexpr int kCalls = 6;
+  for (int call = 0; call < kCalls; ++call) {
+    const std::int64_t n = 3 + 5 * call;
+    auto x = torch::randn({1, n, 32}, kDevice).narrow(1, n - 1, 1);
+    expect_close(fast(x), mlp->forward(x), kRtol, kAtol, fmt::format("a column of [1, {}, 32]", n));
+  }
+  EXPECT_EQ(fast.stats().misses, 1);
+  EXPECT_EQ(fast.stats().graph_captures, 1);
+  EXPECT_EQ(fast.stats().graph_replays, kCalls - 2);
+  EXPECT_EQ(fast.stats().graph_plain_runs, 0);
+}
+
 TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
   torch::NoGradGuard no_grad;
   Mlp mlp;

@@ -163,6 +163,32 @@ TEST(Capture, StridesAndEvalModeAreInTheSignature) {
   EXPECT_EQ(fast.stats().misses, 3);
 }
 
+TEST(Capture, AUnitDimensionsStrideIsNotInTheSignature) {
+  // A generation loop's next token sliced from a longer tensor: [1, 1, 4] out of [1, n, 4], so its
+  // first stride (4n) changes with n though no element moves. One signature for all of them and
+  // for a [1, 1, 4] tensor of its own, each call computed on its own values; a stride that places
+  // elements (every other element of a row) is another signature.
+  torch::manual_seed(5);
+  torch::NoGradGuard no_grad;
+  auto fn = [](torch::Tensor x) { return (x * 2).sin() + x.exp(); };
+  auto fast = compile(fn, strict());
+  auto expect_computed = [&](const at::Tensor& x, const std::string& what) {
+    // Tolerances: float32 roundoff through sin and exp, compiled against eager.
+    EXPECT_TRUE(torch::allclose(fast(x), fn(x), 1e-5, 1e-6)) << what;
+  };
+  for (std::int64_t n : {5, 9, 17, 33, 2}) {
+    auto longer = torch::randn({1, n, 4});
+    auto token = longer.narrow(1, n / 2, 1);
+    ASSERT_EQ(token.stride(0), 4 * n);
+    expect_computed(token, "a column of [1, " + std::to_string(n) + ", 4]");
+  }
+  expect_computed(torch::randn({1, 1, 4}), "a [1, 1, 4] tensor of its own");
+  EXPECT_EQ(fast.stats().misses, 1);
+  expect_computed(torch::randn({1, 1, 8}).slice(2, 0, 8, 2), "every other element");
+  EXPECT_EQ(fast.stats().misses, 2);
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
 TEST(Capture, NonTensorArgumentsArePartOfTheSignature) {
   torch::manual_seed(5);
   torch::NoGradGuard no_grad;
