@@ -26,6 +26,14 @@ const torch::Device kDevice(torch::kCUDA);
 constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-4;
 
+// The test module on the device, in eval mode.
+Mlp mlp_for_inference() {
+  Mlp mlp;
+  mlp->to(kDevice);
+  mlp->eval();
+  return mlp;
+}
+
 class InferenceGraphs : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,13 +44,9 @@ class InferenceGraphs : public ::testing::Test {
   }
 };
 
-
-
 TEST_F(InferenceGraphs, ReplaysMatchEagerAndKeptResultsStay) {
   torch::NoGradGuard no_grad;
-  Mlp mlp;
-  mlp->to(kDevice);
-  mlp->eval();
+  auto mlp = mlp_for_inference();
   auto fast = zenith::compile(mlp, no_fallback("replays"));
   // Call 1 captures the signature, call 2 runs the plan launch by launch, call 3 captures the graph
   // and replays it, and every later call replays it on its own inputs.
@@ -81,9 +85,7 @@ TEST_F(InferenceGraphs, GraphsOfEverySizeShareOnePoolAndKeepNoMemoryBetweenRepla
   // memory, so a replay that overlapped another, or overwrote a result not yet copied out, would
   // show here.
   torch::NoGradGuard no_grad;
-  Mlp mlp;
-  mlp->to(kDevice);
-  mlp->eval();
+  auto mlp = mlp_for_inference();
   auto fast = zenith::compile(mlp, no_fallback("pool"));
   const std::vector<std::int64_t> batches = {512, 640, 768, 896, 1024, 1152, 1280, 1408};
   auto graph_batch = [&](std::int64_t batch) {
@@ -126,9 +128,7 @@ TEST_F(InferenceGraphs, ATokenSlicedFromALongerTensorReplaysOneGraph) {
   // first stride (32n) changes with n though no element moves. One signature, one graph, whose
   // buffer (laid out as the capture's slice) takes each call's values.
   torch::NoGradGuard no_grad;
-  Mlp mlp;
-  mlp->to(kDevice);
-  mlp->eval();
+  auto mlp = mlp_for_inference();
   auto fast = zenith::compile(mlp, no_fallback("sliced"));
   constexpr int kCalls = 6;
   for (int call = 0; call < kCalls; ++call) {
@@ -144,9 +144,7 @@ TEST_F(InferenceGraphs, ATokenSlicedFromALongerTensorReplaysOneGraph) {
 
 TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
   torch::NoGradGuard no_grad;
-  Mlp mlp;
-  mlp->to(kDevice);
-  mlp->eval();
+  auto mlp = mlp_for_inference();
   auto fast = zenith::compile(mlp, no_fallback("parameters"));
   auto check = [&](const std::string& what) {
     auto x = torch::randn({8, 32}, kDevice);
