@@ -1,9 +1,8 @@
 // Built when LibTorch has CUDA, with runtime/plan_graph.cpp.
 #include "runtime/graph_pool.h"
 
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 

@@ -62,7 +62,7 @@ class GraphPool {
   };
 
   std::mutex mutex_;
-  c10::MempoolId_t id_ = {0, 0};  // made with the first device's reference
+  c10::MempoolId_t id_ = {0, 0};  // made by the first id()
   std::map<c10::DeviceIndex, OnDevice> devices_;
 };
 
