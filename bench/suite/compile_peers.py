@@ -89,8 +89,7 @@ class Fixed:
         for _ in range(settings.warmup - 1):
             out = cloned(self.fn(*args))
         self.row["max_rel_error"] = check_close(out, reference, case["torch_dtype"], f"{mode} against eager")
-        self.row["peak_mb"] = memory.extra_mb()
-        self.row["reserved_mb"] = memory.extra_reserved_mb()
+        memory.record(self.row)
         if case["workload"] == "elementwise":
             self.row["extra"]["bytes_moved"] = 5.0 * (1 << case["log2n"]) * args[0].element_size()
 
@@ -128,8 +127,7 @@ class Sweep:
         graphs_after_warmup = unique_graphs() - graphs_at_warmup
         # The last three lengths again, as the C++ runner checks them.
         checked = [cloned(fn(case_models.sweep_input(case, self.inputs, n)))[0] for n in lengths[-3:]]
-        row["peak_mb"] = memory.extra_mb()
-        row["reserved_mb"] = memory.extra_reserved_mb()
+        memory.record(row)
         later = ms[warmup:]
         median, p90, worst, reps = summarize(later)
         xs = [float(v) for v in lengths[warmup:]]
@@ -188,8 +186,7 @@ class Decode:
         self.row["extra"]["first_generation_ms"] = prompt_ms + decode_ms
         _, _, logits = self.generate()  # checked on a warm generation, as the C++ runner does
         self.row["max_rel_error"] = check_close(logits, reference, case["torch_dtype"], f"{mode} logits against eager")
-        self.row["peak_mb"] = memory.extra_mb()
-        self.row["reserved_mb"] = memory.extra_reserved_mb()
+        memory.record(self.row)
         self.row["extra"]["weight_bytes"] = float(sum(p.numel() * p.element_size() for name, p in model.named_parameters()
                                                       if not name.endswith("embed_tokens.weight")))
 
@@ -313,8 +310,7 @@ class Training:
                         f"{what}, gradient norm after the first backward {norm} against {outputs['grad_norm'].item()}"))
         for _ in range(len(expected), settings.warmup):
             self.trainer.step()
-        self.row["peak_mb"] = memory.extra_mb()
-        self.row["reserved_mb"] = memory.extra_reserved_mb()
+        memory.record(self.row)
 
     def finish(self):
         min_reps, max_reps = (1, 1) if self.settings.smoke else TRAINING_REPS

@@ -33,8 +33,7 @@ void measure_mode(const Context& context, const FixedCase& c, const ModeMaker& m
   r.median_ms = samples.median_ms;
   r.p90_ms = samples.p90_ms;
   r.reps = samples.reps;
-  r.peak_mb = memory.extra_mb();
-  r.reserved_mb = memory.extra_reserved_mb();
+  memory.record(r);
   if (mode.info) r.extra["plan"] = mode.info();
 }
 

@@ -33,15 +33,13 @@ double one_call_ms(const torch::Device& device, const std::function<void()>& bod
 
 c10::DeviceIndex index_of(const torch::Device& device) { return device.index() < 0 ? 0 : device.index(); }
 
-std::int64_t allocated_bytes(const torch::Device& device, bool peak) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-  const auto& stat = stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-  return peak ? stat.peak : stat.current;
-}
+using DeviceStats = c10::CachingDeviceAllocator::DeviceStats;
+using StatArray = c10::CachingAllocator::StatArray;
 
-std::int64_t reserved_bytes(const torch::Device& device, bool peak) {
+// One of the caching allocator's byte counts (allocated_bytes, reserved_bytes), now or at its peak.
+std::int64_t bytes(const torch::Device& device, StatArray DeviceStats::*which, bool peak) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-  const auto& stat = stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  const auto& stat = (stats.*which)[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
   return peak ? stat.peak : stat.current;
 }
 
@@ -92,20 +90,16 @@ PeakMemory::PeakMemory(const torch::Device& device) : device_(device) {
   synchronize(device_);
   c10::cuda::CUDACachingAllocator::emptyCache();
   c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
-  base_ = allocated_bytes(device_, /*peak=*/false);
-  reserved_base_ = reserved_bytes(device_, /*peak=*/false);
+  allocated_base_ = bytes(device_, &DeviceStats::allocated_bytes, /*peak=*/false);
+  reserved_base_ = bytes(device_, &DeviceStats::reserved_bytes, /*peak=*/false);
 }
 
-double PeakMemory::extra_mb() const {
-  if (!device_.is_cuda()) return std::numeric_limits<double>::quiet_NaN();
+void PeakMemory::record(Result& r) const {
+  if (!device_.is_cuda()) return;  // the Result's NaN stands
   synchronize(device_);
-  return static_cast<double>(allocated_bytes(device_, /*peak=*/true) - base_) / (1 << 20);
-}
-
-double PeakMemory::extra_reserved_mb() const {
-  if (!device_.is_cuda()) return std::numeric_limits<double>::quiet_NaN();
-  synchronize(device_);
-  return static_cast<double>(reserved_bytes(device_, /*peak=*/true) - reserved_base_) / (1 << 20);
+  constexpr double kMiB = 1 << 20;
+  r.peak_mb = static_cast<double>(bytes(device_, &DeviceStats::allocated_bytes, true) - allocated_base_) / kMiB;
+  r.reserved_mb = static_cast<double>(bytes(device_, &DeviceStats::reserved_bytes, true) - reserved_base_) / kMiB;
 }
 
 }  // namespace zenith::bench

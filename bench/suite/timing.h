@@ -8,6 +8,8 @@
 
 #include <torch/types.h>
 
+#include "result.h"
+
 namespace zenith::bench {
 
 struct Samples {
@@ -43,17 +45,16 @@ class PeakMemory {
   /// Gives the caching allocator's unused blocks back to the device first, so that reserved
   /// memory starts from what is allocated.
   explicit PeakMemory(const torch::Device& device);
-  /// Allocated memory (tensors alive) at its peak, in MB above the start.
-  double extra_mb() const;
-  /// Reserved memory at its peak, in MB above the start: the allocator's segments, which include
-  /// the memory pools of CUDA graphs (kept for their replays whether or not a tensor of the pool is
-  /// alive: a graph's intermediates are freed to its pool when its capture ends, and count as
-  /// allocated only then) and its rounding and cached blocks.
-  double extra_reserved_mb() const;
+  /// Writes the peaks so far into `r`, in MB above the start: `peak_mb`, allocated memory (tensors
+  /// alive), and `reserved_mb`, the allocator's segments, which include the memory pools of CUDA
+  /// graphs (kept for their replays whether or not a tensor of the pool is alive: a graph's
+  /// intermediates are freed to its pool when its capture ends, and count as allocated only then)
+  /// and its rounding and cached blocks.
+  void record(Result& r) const;
 
  private:
   torch::Device device_;
-  std::int64_t base_ = 0;
+  std::int64_t allocated_base_ = 0;
   std::int64_t reserved_base_ = 0;
 };
 

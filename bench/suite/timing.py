@@ -62,14 +62,11 @@ class PeakMemory:
             self.base = torch.cuda.memory_allocated()
             self.reserved_base = torch.cuda.memory_reserved()
 
-    def extra_mb(self):
+    def record(self, row):
+        """Writes the peaks so far into row's "peak_mb" (allocated) and "reserved_mb"; on CPU they
+        stay None."""
         if self.base is None:
-            return None
+            return
         synchronize()
-        return (torch.cuda.max_memory_allocated() - self.base) / (1 << 20)
-
-    def extra_reserved_mb(self):
-        if self.base is None:
-            return None
-        synchronize()
-        return (torch.cuda.max_memory_reserved() - self.reserved_base) / (1 << 20)
+        row["peak_mb"] = (torch.cuda.max_memory_allocated() - self.base) / (1 << 20)
+        row["reserved_mb"] = (torch.cuda.max_memory_reserved() - self.reserved_base) / (1 << 20)

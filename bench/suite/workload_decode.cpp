@@ -112,17 +112,10 @@ Greedy generate_greedy(const Decode& d, const Call& step, StaticCaches& caches) 
     g.tokens.push_back(last.argmax().item<std::int64_t>());
     g.logits.push_back(last);
   };
-  // Each token fed in the layout the timed generations pass theirs, a column of a [1, new tokens]
-  // tensor, so that these calls hit the same plans: a [1, 1] tensor of its own has other strides,
-  // hence other signatures, and the growing-cache decoder's plan per length would be evicted by
-  // them (its plan cache has room for one generation's lengths).
-  auto tokens = torch::empty_like(d.tokens);
-  std::int64_t next = 0;
-  auto fed = [&] {
-    auto token = tokens.narrow(1, next++, 1);
-    token.fill_(g.tokens.back());
-    return token;
-  };
+  // A [1, 1] tensor of its own is the signature of the timed generations' columns of a
+  // [1, new tokens] tensor (a size-1 dimension's stride is not in a signature), so these calls hit
+  // the same plans.
+  auto fed = [&] { return torch::full({1, 1}, g.tokens.back(), d.tokens.options()); };
   const auto count = d.tokens.size(1);
   if (d.static_cache) {
     caches.k.zero_();
@@ -215,8 +208,7 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   r.median_ms = samples.median_ms;
   r.p90_ms = samples.p90_ms;
   r.reps = samples.reps;
-  r.peak_mb = memory.extra_mb();
-  r.reserved_mb = memory.extra_reserved_mb();
+  memory.record(r);
   r.extra["tokens_per_s"] = 1000.0 / samples.median_ms;
   r.extra["prompt_ms"] = summarize(prompt_ms).median_ms;
   r.extra["new_tokens"] = d.tokens.size(1);

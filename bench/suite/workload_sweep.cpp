@@ -71,8 +71,7 @@ Result sweep_mode(const Context& context, const CaseSpec& spec, const ModeMaker&
     const auto x = sweep.input_at(sweep.lengths[i]);
     ms.push_back(wall_ms(context.device, [&] { host.push_back(host_ms([&] { mode.call({x}); })); }));
   }
-  r.peak_mb = memory.extra_mb();
-  r.reserved_mb = memory.extra_reserved_mb();
+  memory.record(r);
   summarize_steps(sweep, ms, host, r);
   // The last lengths called again: a second call at a length is served by what the first one
   // built (Zenith's first call of a signature returns the trace's own eager result).

@@ -231,8 +231,7 @@ void run_row(const Context& context, const CaseSpec& spec, const Tensors& inputs
     r.median_ms = samples.median_ms;
     r.p90_ms = samples.p90_ms;
     r.reps = samples.reps;
-    r.peak_mb = memory.extra_mb();
-    r.reserved_mb = memory.extra_reserved_mb();
+    memory.record(r);
     r.extra["steps_per_s"] = 1000.0 / samples.median_ms;
     r.extra["last_loss"] = loss;
     r.extra["losses"] = trace.losses;
