@@ -184,7 +184,9 @@ TEST(Capture, AUnitDimensionsStrideIsNotInTheSignature) {
   }
   expect_computed(torch::randn({1, 1, 4}), "a [1, 1, 4] tensor of its own");
   EXPECT_EQ(fast.stats().misses, 1);
-  expect_computed(torch::randn({1, 1, 8}).slice(2, 0, 8, 2), "every other element");
+  for (int call = 0; call < 2; ++call) {
+    expect_computed(torch::randn({1, 1, 8}).slice(2, 0, 8, 2), "every other element, " + call_name(call));
+  }
   EXPECT_EQ(fast.stats().misses, 2);
   EXPECT_EQ(fast.stats().eager_calls, 0);
 }
