@@ -87,25 +87,6 @@ std::string epilogue_code(MatmulEpilogue epilogue) {
   return "  return v;\n";
 }
 
-// The block's weight rows into L2, before the kernel waits for the one before it
-// (programmatic_launch.h): a launched-early kernel streams its weight while the previous kernel is
-// still finishing, and its loads after the wait find it in L2. Always safe, whoever writes the
-// weight and when: a prefetch fills L2 only, which every write goes through (L1, which is not
-// coherent, is untouched), and nothing is read into the kernel. One bulk prefetch a row (rows are
-// 16-byte aligned and K's bytes a multiple of 16: matrix_vector_fit).
-constexpr const char* kPrefetch = R"(
-__device__ __forceinline__ void zn_prefetch_weight_rows(const T* w, long long ldw, int k, int n, int warps_per_element) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int rows = 8 / warps_per_element;
-  const long long element = (long long)blockIdx.x * rows + threadIdx.x;
-  if ((int)threadIdx.x < rows && element < n) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + element * ldw), "r"((unsigned)(k * sizeof(T)))
-                 : "memory");
-  }
-#endif
-}
-)";
-
 // The body, the same for every dtype. Lane `lane` of warp part `part` reads the 16-byte chunks
 // (part * 32 + lane) + i * (warps per element * 32) of the weight row: consecutive lanes read
 // consecutive chunks, so each warp's loads are whole 512-byte lines. Four chunks' loads are issued
@@ -114,7 +95,6 @@ constexpr const char* kBody = R"(
 extern "C" __global__ void __launch_bounds__(256) NAME(
     const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw, const T* __restrict__ bias,
     T* __restrict__ out, int m, int n, int k, int warps_per_element) {
-  zn_prefetch_weight_rows(w, ldw, k, n, warps_per_element);
   zn_await_previous_kernel();
   constexpr int kVec = 16 / sizeof(T);
   constexpr int kMaxRows = 8;
@@ -219,7 +199,7 @@ std::string matrix_vector_source(const MatmulProgram& program) {
   const std::string name = matrix_vector_name(program);
   body.replace(body.find("NAME"), 4, name);
   return "// " + name + ": out[r, n] = epilogue(sum_k a[r, k] * w[n, k] + bias[n]) (backends/cuda/matrix_vector.h)\n" +
-         device_prelude() + element_code(program.dtype) + kPrefetch + "__device__ __forceinline__ float epilogue(float v) {\n" +
+         device_prelude() + element_code(program.dtype) + "__device__ __forceinline__ float epilogue(float v) {\n" +
          epilogue_code(program.epilogue) + "}\n" + body;
 }
 

@@ -32,7 +32,7 @@ constexpr std::int64_t kMatrixVectorMaxRows = 8;
 /// takes the kernel 3.3 us against cuBLAS's 4.7, whose tiled kernels cannot go below about 4.7 us
 /// however small the weight; from 8.4 MB up cuBLAS streams as fast or faster (2048 x 2048: 5.0
 /// against 4.7 us; 5632 x 2048: 7.4 against 6.2; 32000 x 2048: 37.2 against 32.9).
-constexpr std::int64_t kMatrixVectorMaxWeightBytes = std::int64_t{64} << 20;
+constexpr std::int64_t kMatrixVectorMaxWeightBytes = std::int64_t{4} << 20;
 
 /// Whether `program` has linear's form (A's leading dims folded into rows, B a 2-D tensor read as
 /// [K, N] with unit stride along K: a row-major [N, K] weight), for which the kernel exists;

@@ -34,8 +34,7 @@ inline DLTensor view(const at::Tensor& t) {
   return d;
 }
 
-/// Whether the first statement of the kernel in `source` is zn_await_previous_kernel(), or an L2
-/// prefetch (`zn_prefetch_...`, which reads nothing into the kernel) and then the wait: a
+/// Whether the first statement of the kernel in `source` is zn_await_previous_kernel(): a
 /// programmatic dependent launch (backends/cuda/programmatic_launch.h) may start the kernel before
 /// the kernel it follows has written its inputs, so nothing may be read or written before it.
 inline bool awaits_previous_kernel_first(const std::string& source) {
@@ -43,16 +42,9 @@ inline bool awaits_previous_kernel_first(const std::string& source) {
   if (global == std::string::npos) return false;
   const auto body = source.find('{', global);
   if (body == std::string::npos) return false;
-  auto first = source.find_first_not_of(" \n", body + 1);
-  if (first == std::string::npos) return false;
-  if (source.compare(first, 12, "zn_prefetch_") == 0) {
-    const auto end = source.find(';', first);
-    if (end == std::string::npos) return false;
-    first = source.find_first_not_of(" \n", end + 1);
-    if (first == std::string::npos) return false;
-  }
+  const auto first = source.find_first_not_of(" \n", body + 1);
   const std::string wait = "zn_await_previous_kernel();";
-  return source.compare(first, wait.size(), wait) == 0;
+  return first != std::string::npos && source.compare(first, wait.size(), wait) == 0;
 }
 
 /// Compiles `source` for sm_90 with the plugin's own options; a test failure quoting the source

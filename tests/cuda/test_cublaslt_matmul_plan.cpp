@@ -355,14 +355,12 @@ TEST(MatrixVector, OnlyLinearsFormHasTheKernel) {
 }
 
 TEST(MatrixVector, BuiltOnlyWhereTheWeightCanFit) {
-  // Up to kMatrixVectorMaxWeightBytes of weight: `most` rows of 2048 float16 are that exactly,
-  // eight rows more are above it; float32 doubles the bytes.
-  const std::int64_t most = kMatrixVectorMaxWeightBytes / (2048 * 2);
-  EXPECT_TRUE(matrix_vector_may_serve(plan_or_fail(linear({1, 2048}, most, false, "", at::kHalf)),
-                                      linear({1, 2048}, most, false, "", at::kHalf)));
-  auto big = linear({1, 2048}, most + 8, false, "", at::kHalf);
+  // Up to 4 MiB of weight: 1024 x 2048 float16 is 4 MiB exactly, 1032 rows are more; float32 halves it.
+  EXPECT_TRUE(matrix_vector_may_serve(plan_or_fail(linear({1, 2048}, 1024, false, "", at::kHalf)),
+                                      linear({1, 2048}, 1024, false, "", at::kHalf)));
+  auto big = linear({1, 2048}, 1032, false, "", at::kHalf);
   EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(big), big));
-  auto wide = linear({1, 2048}, most, false, "", at::kFloat);
+  auto wide = linear({1, 2048}, 1024, false, "", at::kFloat);
   EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(wide), wide));
   auto batched = bmm(3, 1, 64, 32);
   EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(batched), batched)) << "not linear's form";
@@ -410,12 +408,10 @@ TEST(MatrixVector, ServesFewRowsOfAlignedContiguousOperands) {
   ASSERT_TRUE(biased.has_value());
   EXPECT_EQ(biased->bias, bias.data_ptr());
 
-  // cuBLASLt's: a weight above kMatrixVectorMaxWeightBytes (measured slower there), nine rows, K
-  // not a multiple of 16 bytes, misaligned A, a transposed weight, a strided output, a bias that is
-  // not packed.
-  const std::int64_t most = kMatrixVectorMaxWeightBytes / (2048 * 2);
-  EXPECT_TRUE(served(at::zeros({1, 2048}, half), at::empty({most, 2048}, half), at::zeros({1, most}, half)));
-  EXPECT_FALSE(served(at::zeros({1, 2048}, half), at::empty({most + 8, 2048}, half), at::zeros({1, most + 8}, half)));
+  // cuBLASLt's: a weight above 4 MiB (measured slower there), nine rows, K not a multiple of 16 bytes, misaligned A, a transposed weight, a
+  // strided output, a bias that is not packed.
+  EXPECT_TRUE(served(at::zeros({1, 2048}, half), at::zeros({1024, 2048}, half), at::zeros({1, 1024}, half)));
+  EXPECT_FALSE(served(at::zeros({1, 2048}, half), at::zeros({1032, 2048}, half), at::zeros({1, 1032}, half)));
   EXPECT_FALSE(served(at::zeros({9, 64}, half), w, at::zeros({9, 32}, half)));
   auto w60 = at::zeros({32, 60}, half);
   EXPECT_FALSE(served(at::zeros({1, 60}, half), w60, at::zeros({1, 32}, half)));

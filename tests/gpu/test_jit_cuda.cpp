@@ -275,7 +275,7 @@ TEST_F(JitCuda, MatrixProductsWithTheirEpilogueAreOneCublasLtCall) {
 // cuBLASLt: tolerances as above, float32 1e-5·sqrt(K) (at least 2e-4 with GELU's tanh). Shapes
 // with one row, with rows folded from leading dims, with N = 2 and K = 4096 (eight warps share an
 // element) and a long N, in every dtype, with and without bias and activation; every weight under
-// the kernel's limit (kMatrixVectorMaxWeightBytes).
+// the kernel's 4 MiB.
 TEST_F(JitCuda, ProductsWithFewRowsRunAsTheMatrixVectorKernel) {
   torch::NoGradGuard no_grad;
   using Fn = std::function<at::Tensor(at::Tensor, at::Tensor, at::Tensor)>;
@@ -338,7 +338,7 @@ TEST_F(JitCuda, DependentKernelsLaunchedEarlyReadTheirInputsComplete) {
     compile_options.cuda_graphs = graphs;
     auto fast = compile(&normalized_products, compile_options);
     for (int call = 0; call < kCallsPerSignature + 2; ++call) {
-      // 1024 x 1024 float32 weights (4 MiB): the matrix-vector kernel's.
+      // 1024 x 1024 float32 weights: 4 MiB, the matrix-vector kernel's largest.
       auto x = torch::randn({1, 1024}, options);
       auto w0 = torch::randn({1024, 1024}, options) * 0.03, w1 = torch::randn({1024, 1024}, options) * 0.03;
       auto w2 = torch::randn({1024, 1024}, options) * 0.03;
