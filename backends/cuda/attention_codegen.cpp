@@ -16,16 +16,9 @@ namespace {
 // Keys one tile holds: one per thread while scoring.
 constexpr int kTileKeys = kAttentionThreads;
 
-// Value loads a thread issues together. Eight: a 64-wide float16 head's tile is then one batch
-// (256 keys over 32 groups of threads), and the batch's 8 x 16 bytes stay in registers. Before
-// (v2), a thread's loads were one a key in a loop the compiler did not unroll, waiting on each:
-// `ncu` on the H200 found half the block's instructions waiting on global loads (docs/performance.md,
-// "Where the static decode step goes").
-constexpr int kValueBatch = 8;
-
 // The kernel's body past its constants and types (T: the storage type of query, key, value and
 // output; M: the mask's; D, VEC = 16 bytes of T, CH = D / VEC, ROWS, TILE, THREADS; HAS_MASK,
-// BOOL_MASK, VALUE_BATCH). Arguments as pack_attention_arguments lays them out.
+// BOOL_MASK). Arguments as pack_attention_arguments lays them out.
 constexpr const char* kBody = R"(
 // NVRTC has no math.h: negative infinity by its bits.
 #define ZN_NEG_INF __int_as_float(0xff800000)
@@ -67,7 +60,6 @@ __device__ __forceinline__ float zn_warp_sum(float v) {
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
-  zn_await_previous_kernel();
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int WARPS = THREADS / 32, GROUPS = THREADS / CH;
   __shared__ float q_s[ROWS][D];      // the block's queries times scale * log2(e)
@@ -164,26 +156,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) acc[r][e] *= rescale;
     }
-    // A thread's values of the tile, VALUE_BATCH keys at a time: every load of a batch is issued
-    // before any is used, so that the tile costs one or two trips to memory instead of one a key.
-    for (int i0 = group; i0 < tile; i0 += GROUPS * VALUE_BATCH) {
-      float x[VALUE_BATCH][VEC];
+    for (int i = group; i < tile; i += GROUPS) {
+      float x[VEC];
+      zn_load_slice(v + (j0 + i) * p.vs[2] + (long long)slice * VEC * p.vs[3], p.vs[3], x);
 #pragma unroll
-      for (int u = 0; u < VALUE_BATCH; ++u) {
-        const int i = i0 + u * GROUPS;
-        if (i < tile) zn_load_slice(v + (j0 + i) * p.vs[2] + (long long)slice * VEC * p.vs[3], p.vs[3], x[u]);
-      }
+      for (int r = 0; r < ROWS; ++r) {
+        const float w = p_s[r][i];
 #pragma unroll
-      for (int u = 0; u < VALUE_BATCH; ++u) {
-        const int i = i0 + u * GROUPS;
-        if (i < tile) {
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            const float w = p_s[r][i];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, x[u][e], acc[r][e]);
-          }
-        }
+        for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, x[e], acc[r][e]);
       }
     }
     __syncthreads();  // the next tile's scores overwrite p_s
@@ -286,11 +266,10 @@ class Generator {
     kernel_.name = fmt::format("zenith_attn_{:016x}", key_hash(kernel_.key));
     kernel_.source = fmt::format(
         "{}\n// {}\ntypedef {} T;\ntypedef {} M;\n#define NAME {}\n#define D {}\n#define VEC {}\n#define CH {}\n"
-        "#define ROWS {}\n#define TILE {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n"
-        "#define VALUE_BATCH {}\n{}",
+        "#define ROWS {}\n#define TILE {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n{}",
         device_prelude(), kernel_.key, type, mask_type == "none" ? "float" : mask_type, kernel_.name, d, vec, slices,
         kAttentionRowsPerBlock, kTileKeys, kAttentionThreads, kernel_.mask >= 0 ? 1 : 0, mask_type == "bool" ? 1 : 0,
-        kValueBatch, kBody);
+        kBody);
     return kernel_;
   }
 

@@ -10,11 +10,11 @@
 // key, in tiles of 256 keys: each thread scores one key against the block's rows, one warp per row
 // keeps the running maximum and sum of the softmax (the online softmax of FlashAttention), and
 // the probabilities times the values accumulate in float32 registers, a 16-byte slice of the head
-// dimension per thread, whose value loads of a tile are issued together. A long cache is one
-// block's serial work: splitting the keys over blocks (flash-decoding) is not done yet. The result
-// is written once, in the output's own strides, so the caller chooses its layout. A row whose
-// every key is masked is 0, as in PyTorch's math and memory-efficient attention (its cuDNN
-// attention differs, see tests/common/cudnn_attention_off.h).
+// dimension per thread. A long cache is one block's serial work: splitting the keys over blocks
+// (flash-decoding) is not done yet. The result is written once, in the output's
+// own strides, so the caller chooses its layout. A row whose every key is masked is 0, as in
+// PyTorch's math and memory-efficient attention (its cuDNN attention differs, see
+// tests/common/cudnn_attention_off.h).
 //
 // The kernel is correct for every size; it is fast while R is small (decode). A group with more
 // query rows per head than kAttentionMaxRows (a prompt) is declined, and PyTorch's kernels run it.
@@ -32,7 +32,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kAttentionCodegenVersion = 3;
+constexpr int kAttentionCodegenVersion = 2;
 
 /// Query rows of one (batch, head) one block takes; more rows are spread over more blocks. One:
 /// a block's work is serial, so a decode step's few heads need many blocks. Measured on an H100
