@@ -280,15 +280,6 @@ __device__ __forceinline__ float zn_round_bf16(float v) { return __bfloat162floa
 __device__ __forceinline__ float zn_relu(float a) { return (a > 0.f || a != a) ? a : 0.f; }
 __device__ __forceinline__ float zn_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float zn_min(float a, float b) { return (a != a || a < b) ? a : b; }
-// Every generated kernel's first statement (backends/cuda/programmatic_launch.h): launched as a
-// programmatic dependent launch, the kernel may start before the one it follows has finished; it
-// waits here until that kernel's writes are visible, then lets the kernel after it start.
-__device__ __forceinline__ void zn_await_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 )";
 
 }  // namespace

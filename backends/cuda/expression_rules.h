@@ -26,8 +26,7 @@ const char* storage_type(c10::ScalarType dtype);
 /// pattern for infinities and NaN.
 std::string float_literal(double v);
 
-/// The device helpers (loads and stores converting to float32, NaN-propagating max/min, ...), and
-/// zn_await_previous_kernel(), which every generated kernel calls first (programmatic_launch.h).
+/// The device helpers (loads and stores converting to float32, NaN-propagating max/min, ...).
 const char* device_prelude();
 
 /// The float expression `v` rounded as a value of `dtype` would be: unchanged for float32, through

@@ -4,8 +4,7 @@
 // become one cuBLASLt call (cublaslt_matmul), or, with at most 8 rows in linear's form, one generated
 // matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
 // to measure cuBLASLt alone). A generated kernel is found in the kernel cache or compiles it with
-// NVRTC for this device, and launches it on the host's stream, on compute capability 9.0 and up as a
-// programmatic dependent launch (programmatic_launch.h; ZENITH_PROGRAMMATIC_LAUNCH=0 turns it off). Priority 300: above the PyTorch GPU
+// NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU
 // plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
 
@@ -26,7 +25,6 @@
 #include "backends/cuda/matrix_vector.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/operand_checks.h"
-#include "backends/cuda/programmatic_launch.h"
 #include "core/graph_json.h"
 #include "core/op_registry.h"
 #include "core/plugin_guard.h"
@@ -85,7 +83,6 @@ struct Context {
   std::unique_ptr<zenith::cuda::CublasLtMatmul> blas;  // null when cuBLASLt could not start
   std::string blas_failure;
   bool matrix_vector = true;  // ZENITH_MATRIX_VECTOR=0 sends every product to cuBLASLt
-  bool programmatic_launch = false;  // generated kernels as programmatic dependent launches (sm_90 on)
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) {
@@ -154,7 +151,6 @@ zn_status* jit_init(const char*, void** context_out) {
     context->multiprocessors = sms;
     const char* matrix_vector = std::getenv("ZENITH_MATRIX_VECTOR");
     context->matrix_vector = matrix_vector == nullptr || std::strcmp(matrix_vector, "0") != 0;
-    context->programmatic_launch = zenith::cuda::programmatic_launch_enabled(major);
     context->cache = std::make_unique<zenith::cuda::KernelCache>(zenith::cuda::KernelCache::default_folder());
     // Without cuBLASLt the generated kernels still work; matrix products then go to the next backend.
     try {
@@ -321,10 +317,8 @@ void launch_fused(const Context& context, const FusedKernel& fused, const std::v
   auto config = zenith::cuda::launch_config(fused.kernel, operands, context.multiprocessors);
   if (config.blocks == 0) return;
   void* params[] = {config.words.data()};
-  check(zenith::cuda::launch_generated_kernel(reinterpret_cast<const void*>(fused.loaded->function),
-                                             dim3(static_cast<unsigned>(config.blocks)),
-                                             dim3(static_cast<unsigned>(config.threads)), params, stream,
-                                             context.programmatic_launch),
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(fused.loaded->function), dim3(static_cast<unsigned>(config.blocks)),
+                         dim3(static_cast<unsigned>(config.threads)), params, 0, stream),
         "launching the generated kernel");
 }
 
@@ -338,8 +332,7 @@ void launch_product(const Context& context, const MatrixProduct& product, const 
   if (product.matrix_vector) {
     if (auto fit = zenith::cuda::matrix_vector_fit(program, inputs, outputs)) {
       zenith::cuda::launch_matrix_vector(reinterpret_cast<const void*>(product.matrix_vector->function), *fit,
-                                         context.multiprocessors, static_cast<cudaStream_t>(args.stream),
-                                         context.programmatic_launch);
+                                         context.multiprocessors, static_cast<cudaStream_t>(args.stream));
       return;
     }
   }

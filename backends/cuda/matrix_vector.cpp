@@ -6,9 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/expression_rules.h"
 #include "backends/cuda/matrix_geometry.h"
-#include "backends/cuda/programmatic_launch.h"
 
 namespace zenith::cuda {
 namespace {
@@ -95,7 +93,6 @@ constexpr const char* kBody = R"(
 extern "C" __global__ void __launch_bounds__(256) NAME(
     const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw, const T* __restrict__ bias,
     T* __restrict__ out, int m, int n, int k, int warps_per_element) {
-  zn_await_previous_kernel();
   constexpr int kVec = 16 / sizeof(T);
   constexpr int kMaxRows = 8;
   __shared__ float partial[8][kMaxRows];
@@ -199,7 +196,7 @@ std::string matrix_vector_source(const MatmulProgram& program) {
   const std::string name = matrix_vector_name(program);
   body.replace(body.find("NAME"), 4, name);
   return "// " + name + ": out[r, n] = epilogue(sum_k a[r, k] * w[n, k] + bias[n]) (backends/cuda/matrix_vector.h)\n" +
-         device_prelude() + element_code(program.dtype) + "__device__ __forceinline__ float epilogue(float v) {\n" +
+         element_code(program.dtype) + "__device__ __forceinline__ float epilogue(float v) {\n" +
          epilogue_code(program.epilogue) + "}\n" + body;
 }
 
@@ -272,7 +269,7 @@ int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_
 }
 
 void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int multiprocessors,
-                          cudaStream_t stream, bool programmatic) {
+                          cudaStream_t stream) {
   int warps = matrix_vector_warps_per_element(launch.n, launch.k, launch.element_bytes, multiprocessors);
   const std::int64_t per_block = kWarps / warps;
   const auto blocks = static_cast<unsigned>((launch.n + per_block - 1) / per_block);
@@ -283,8 +280,7 @@ void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch
   const void* bias = launch.bias;
   void* out = launch.out;
   void* params[] = {&a, &lda, &w, &ldw, &bias, &out, &m, &n, &k, &warps};
-  check(launch_generated_kernel(function, dim3(blocks), dim3(kThreads), params, stream, programmatic),
-        "launching the matrix-vector kernel");
+  check(cudaLaunchKernel(function, dim3(blocks), dim3(kThreads), params, 0, stream), "launching the matrix-vector kernel");
 }
 
 }  // namespace zenith::cuda

@@ -77,9 +77,8 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
 int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_bytes, int multiprocessors);
 
 /// Enqueues the kernel (`function`, loaded from matrix_vector_source's binary) for `launch` on
-/// `stream`, as a programmatic dependent launch when `programmatic` (programmatic_launch.h).
-/// Throws std::runtime_error with CUDA's message when the launch fails.
+/// `stream`. Throws std::runtime_error with CUDA's message when the launch fails.
 void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int multiprocessors,
-                          cudaStream_t stream, bool programmatic);
+                          cudaStream_t stream);
 
 }  // namespace zenith::cuda

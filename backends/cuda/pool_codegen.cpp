@@ -81,7 +81,6 @@ __device__ __forceinline__ void zn_pool(const Args& p, I n, I c, I oy, I ox) {
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
-  zn_await_previous_kernel();
   const I step = (I)gridDim.x * THREADS;
   const I first = (I)blockIdx.x * THREADS + threadIdx.x;
   const I oh = (I)p.oh, ow = (I)p.ow, channels = (I)p.c;

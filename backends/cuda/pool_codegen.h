@@ -25,7 +25,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kPoolCodegenVersion = 2;
+constexpr int kPoolCodegenVersion = 1;
 
 /// Threads of every block.
 constexpr int kPoolThreads = 256;

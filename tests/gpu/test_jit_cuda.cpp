@@ -313,49 +313,6 @@ TEST_F(JitCuda, ProductsWithFewRowsRunAsTheMatrixVectorKernel) {
   }
 }
 
-// A decode step's shape: normalized rows, a product of one row (the matrix-vector kernel), an
-// elementwise update, six times over; every kernel reads what every block of the one before it
-// wrote. On compute capability 9.0 each is a programmatic dependent launch
-// (backends/cuda/programmatic_launch.h) that may start before the one before it has finished: a
-// kernel reading before its wait would see the last call's values or a half-written row (fresh
-// inputs every call make either an error of the values' own size). With the module's CUDA graphs
-// (the launches captured with their programmatic edges) and without.
-at::Tensor normalized_products(at::Tensor x, at::Tensor w0, at::Tensor w1, at::Tensor w2) {
-  at::Tensor h = x;
-  for (int layer = 0; layer < 6; ++layer) {
-    const auto& w = layer % 3 == 0 ? w0 : layer % 3 == 1 ? w1 : w2;
-    auto n = h * torch::rsqrt((h * h).mean(-1, true) + 1e-6);
-    h = h + torch::gelu(torch::linear(n, w), "tanh");
-  }
-  return h;
-}
-
-TEST_F(JitCuda, DependentKernelsLaunchedEarlyReadTheirInputsComplete) {
-  torch::NoGradGuard no_grad;
-  const auto options = torch::TensorOptions().device(torch::kCUDA);
-  for (bool graphs : {true, false}) {
-    auto compile_options = strict();
-    compile_options.cuda_graphs = graphs;
-    auto fast = compile(&normalized_products, compile_options);
-    for (int call = 0; call < kCallsPerSignature + 2; ++call) {
-      // 1024 x 1024 float32 weights: 4 MiB, the matrix-vector kernel's largest.
-      auto x = torch::randn({1, 1024}, options);
-      auto w0 = torch::randn({1024, 1024}, options) * 0.03, w1 = torch::randn({1024, 1024}, options) * 0.03;
-      auto w2 = torch::randn({1024, 1024}, options) * 0.03;
-      auto got = fast(x, w0, w1, w2);
-      // float32 throughout (TF32 plays no part: the products are the generated kernel's); the
-      // 1024-term sums in another order than cuBLAS's differ by about 1e-6 relative, and six
-      // layers of roughly unit gain keep that well below 1e-4.
-      EXPECT_LE(relative_error(got, normalized_products(x, w0, w1, w2)), 1e-4)
-          << (graphs ? "graphs" : "no graphs") << ", " << call_name(call);
-    }
-    auto report = fast.report();
-    ASSERT_EQ(report.nodes_per_backend.count("jit_cuda"), 1u) << report.to_string();
-    EXPECT_EQ(report.nodes_per_backend.size(), 1u) << "every kernel is the plugin's: " << report.to_string();
-    EXPECT_GE(report.groups, 12) << "a row kernel and a product a layer at least: " << report.to_string();
-  }
-}
-
 TEST_F(JitCuda, ANewSizeReusesTheKernelFromTheCache) {
   torch::NoGradGuard no_grad;
   auto fn = [](at::Tensor x) { return torch::tanh(x * 0.25 + 1.0) * x; };
