@@ -16,9 +16,14 @@ namespace {
 // Keys one tile holds: one per thread while scoring.
 constexpr int kTileKeys = kAttentionThreads;
 
+// 16-byte loads a thread issues before using the first: eight, 32 registers. A 64-wide float16
+// head's key (eight vectors) is one batch, and so are a thread's eight values of a tile.
+constexpr std::int64_t kLoadBatch = 8;
+
 // The kernel's body past its constants and types (T: the storage type of query, key, value and
 // output; M: the mask's; D, VEC = 16 bytes of T, CH = D / VEC, ROWS, TILE, THREADS; HAS_MASK,
-// BOOL_MASK). Arguments as pack_attention_arguments lays them out.
+// BOOL_MASK; BATCH: 16-byte loads a thread issues together, a power of two). Arguments as
+// pack_attention_arguments lays them out.
 constexpr const char* kBody = R"(
 // NVRTC has no math.h: negative infinity by its bits.
 #define ZN_NEG_INF __int_as_float(0xff800000)
@@ -33,19 +38,18 @@ struct Args {
   void* out; long long os[4];
 };
 
-// VEC consecutive elements along the head dimension, as float: one 16-byte load where the
-// elements are adjacent and aligned, else one load each.
-__device__ __forceinline__ void zn_load_slice(const T* p, long long stride, float (&x)[VEC]) {
-  if (stride == 1 && (reinterpret_cast<unsigned long long>(p) & 15ull) == 0) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) x[i] = zn_cvt(e[i]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) x[i] = zn_load(p + i * stride);
-  }
+// Whether every row of a head's keys or values (`head`: its first element; `s`: the operand's
+// strides in elements over [B, H, S, D]) starts on a 16-byte boundary with its D elements
+// adjacent: then a row is CH aligned 16-byte vectors. Decided once a block, so that the loads
+// below are straight-line code: with a branch per 16-byte load (v2), a thread's eight loads of a
+// key were issued one after another, each waiting for the one before it (ncu on the H200, the
+// decode step: 32 blocks of 256 threads, half the issue slots waiting on global loads).
+__device__ __forceinline__ bool zn_vector_rows(const void* head, const long long (&s)[4]) {
+  return s[3] == 1 && s[2] % VEC == 0 && (reinterpret_cast<unsigned long long>(head) & 15ull) == 0;
 }
+
+// Element `i` of a 16-byte vector of T, as float.
+__device__ __forceinline__ float zn_lane(const uint4& raw, int i) { return zn_cvt(reinterpret_cast<const T*>(&raw)[i]); }
 
 __device__ __forceinline__ float zn_warp_max(float v) {
 #pragma unroll
@@ -88,6 +92,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
     max_s[threadIdx.x] = ZN_NEG_INF;
     sum_s[threadIdx.x] = 0.f;
   }
+  const bool k_vectors = zn_vector_rows(k, p.ks), v_vectors = zn_vector_rows(v, p.vs);
   // Thread t accumulates slice t % CH of the head dimension over keys t / CH, t / CH + GROUPS, ...
   const int slice = threadIdx.x % CH, group = threadIdx.x / CH;
   float acc[ROWS][VEC];
@@ -99,28 +104,56 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 
   for (long long j0 = 0; j0 < p.keys; j0 += TILE) {
     const int tile = (int)min((long long)TILE, p.keys - j0);
-    // Scores, in log2 units: thread t takes key j0 + t against every row.
+    // Scores, in log2 units: thread t takes key j0 + t against every row. Its mask entries and
+    // key loads are all issued before the first is used.
     if ((int)threadIdx.x < tile) {
       const long long j = j0 + threadIdx.x;
       float s[ROWS];
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) s[r] = 0.f;
+#if HAS_MASK && BOOL_MASK
+      bool dropped[ROWS];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) dropped[r] = r < rows && !mask[r * p.ms[2] + j * p.ms[3]];
+#elif HAS_MASK
+      float add[ROWS];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) add[r] = r < rows ? zn_load(mask + r * p.ms[2] + j * p.ms[3]) * kLog2e : 0.f;
+#endif
       const T* kj = k + j * p.ks[2];
+      if (k_vectors) {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) {
-        float x[VEC];
-        zn_load_slice(kj + (long long)c * VEC * p.ks[3], p.ks[3], x);
+        for (int c0 = 0; c0 < CH; c0 += BATCH) {
+          uint4 raw[BATCH];
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r)
+          for (int c = 0; c < BATCH; ++c) raw[c] = *reinterpret_cast<const uint4*>(kj + (c0 + c) * VEC);
+          // Element e of every vector before element e + 1 of any: the first products read every
+          // load, so none is put off until an earlier one has arrived.
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s[r] = fmaf(q_s[r][c * VEC + e], x[e], s[r]);
+          for (int e = 0; e < VEC; ++e)
+#pragma unroll
+            for (int c = 0; c < BATCH; ++c) {
+              const float x = zn_lane(raw[c], e);
+#pragma unroll
+              for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][(c0 + c) * VEC + e], x, s[r]);
+            }
+        }
+      } else {
+        // Strided or unaligned keys (rare): one load an element, a few in flight at a time (a
+        // whole row's would take a register each).
+#pragma unroll 8
+        for (int d = 0; d < D; ++d) {
+          const float x = zn_load(kj + d * p.ks[3]);
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][d], x, s[r]);
+        }
       }
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) {
 #if HAS_MASK && BOOL_MASK
-        if (r < rows && !mask[r * p.ms[2] + j * p.ms[3]]) s[r] = ZN_NEG_INF;
+        if (dropped[r]) s[r] = ZN_NEG_INF;
 #elif HAS_MASK
-        if (r < rows) s[r] += zn_load(mask + r * p.ms[2] + j * p.ms[3]) * kLog2e;
+        s[r] += add[r];
 #endif
         p_s[r][threadIdx.x] = s[r];
       }
@@ -156,14 +189,42 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) acc[r][e] *= rescale;
     }
-    for (int i = group; i < tile; i += GROUPS) {
-      float x[VEC];
-      zn_load_slice(v + (j0 + i) * p.vs[2] + (long long)slice * VEC * p.vs[3], p.vs[3], x);
+    // The values, BATCH keys of the thread's at a time, every load of a batch issued before the
+    // first is converted.
+    if (v_vectors) {
+#pragma unroll 1
+      for (int i0 = group; i0 < tile; i0 += GROUPS * BATCH) {
+        uint4 raw[BATCH];
 #pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-        const float w = p_s[r][i];
+        for (int u = 0; u < BATCH; ++u) {
+          const int i = i0 + u * GROUPS;
+          if (i < tile) raw[u] = *reinterpret_cast<const uint4*>(v + (j0 + i) * p.vs[2] + slice * VEC);
+        }
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, x[e], acc[r][e]);
+        for (int u = 0; u < BATCH; ++u) {
+          const int i = i0 + u * GROUPS;
+          if (i >= tile) break;
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            const float w = p_s[r][i];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, zn_lane(raw[u], e), acc[r][e]);
+          }
+        }
+      }
+    } else {
+#pragma unroll 1
+      for (int i = group; i < tile; i += GROUPS) {
+        const T* vi = v + (j0 + i) * p.vs[2] + (long long)slice * VEC * p.vs[3];
+        float x[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) x[e] = zn_load(vi + e * p.vs[3]);
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          const float w = p_s[r][i];
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, x[e], acc[r][e]);
+        }
       }
     }
     __syncthreads();  // the next tile's scores overwrite p_s
@@ -266,10 +327,11 @@ class Generator {
     kernel_.name = fmt::format("zenith_attn_{:016x}", key_hash(kernel_.key));
     kernel_.source = fmt::format(
         "{}\n// {}\ntypedef {} T;\ntypedef {} M;\n#define NAME {}\n#define D {}\n#define VEC {}\n#define CH {}\n"
-        "#define ROWS {}\n#define TILE {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n{}",
+        "#define ROWS {}\n#define TILE {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n"
+        "#define BATCH {}\n{}",
         device_prelude(), kernel_.key, type, mask_type == "none" ? "float" : mask_type, kernel_.name, d, vec, slices,
         kAttentionRowsPerBlock, kTileKeys, kAttentionThreads, kernel_.mask >= 0 ? 1 : 0, mask_type == "bool" ? 1 : 0,
-        kBody);
+        std::min<std::int64_t>(slices, kLoadBatch), kBody);
     return kernel_;
   }
 

@@ -32,7 +32,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kAttentionCodegenVersion = 4;
+constexpr int kAttentionCodegenVersion = 5;
 
 /// Query rows of one (batch, head) one block takes; more rows are spread over more blocks. One:
 /// a block's work is serial, so a decode step's few heads need many blocks. Measured on an H100

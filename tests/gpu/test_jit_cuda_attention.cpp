@@ -5,7 +5,8 @@
 // differs), a query whose every key carries the lowest finite mask (0, as PyTorch's kernels give),
 // written-out attention whose data mask hides every key from some queries (attention_blind_rows
 // after the fused node: eager's written-out rows), no mask with an explicit scale, strided
-// operands, and a prompt's many queries, which stay on PyTorch's kernels. Labelled gpu.
+// operands, keys and values read an element at a time, and a prompt's many queries, which stay
+// on PyTorch's kernels. Labelled gpu.
 //
 // Tolerances, as max |zenith - eager| / max |eager|: float32 1e-4 (both accumulate in float32;
 // the kernel sums keys in another order and takes exp2 of log2-scaled scores); float16 1e-2 and
@@ -104,6 +105,32 @@ TEST_F(JitCudaAttention, ManyTilesManyBlocksRowMasksAndStridedOperands) {
       auto v = torch::randn({batch, keys, heads, dim}, options).transpose(1, 2);
       auto mask = torch::rand({batch, 1, rows, keys}, options.dtype(at::kFloat)) > 0.3;
       mask.select(3, 0).fill_(true);  // every row keeps a key
+      auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
+          << c10::toString(dtype) << ", " << call_name(call);
+    }
+    EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 0) << fast.report().to_string();
+  }
+}
+
+// Keys whose head dimension is not adjacent (every other element) and values one element off a
+// 16-byte boundary: the kernel reads them an element at a time, where aligned rows are read as
+// 16-byte vectors. Two tiles of keys, an additive float mask, the decode step's grouped rows.
+TEST_F(JitCudaAttention, KeysAndValuesNotInAlignedRowsAreReadAnElementAtATime) {
+  torch::NoGradGuard no_grad;
+  const std::int64_t batch = 1, heads = 4, rows = 8, keys = 300, dim = 64;
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    return at::scaled_dot_product_attention(q, k, v, mask);
+  };
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    auto fast = compile(fn, strict());
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto q = torch::randn({batch, heads, rows, dim}, options);
+      auto k = torch::randn({batch, heads, keys, dim, 2}, options).select(4, 0);
+      const std::int64_t n = batch * heads * keys * dim;
+      auto v = torch::randn({n + 1}, options).narrow(0, 1, n).view({batch, heads, keys, dim});
+      auto mask = torch::randn({batch, 1, 1, keys}, options);
       auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
       EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
           << c10::toString(dtype) << ", " << call_name(call);
