@@ -10,10 +10,12 @@
 // key, in tiles of 256 keys: each thread scores one key against the block's rows, one warp per row
 // keeps the running maximum and sum of the softmax (the online softmax of FlashAttention), and
 // the probabilities times the values accumulate in float32 registers, a 16-byte slice of the head
-// dimension per thread. A long cache is one block's serial work: splitting the keys over blocks
-// (flash-decoding) is not done yet. The result is written once, in the output's
-// own strides, so the caller chooses its layout. A row whose every key is masked is 0, as in
-// PyTorch's math and memory-efficient attention (its cuDNN attention differs, see
+// dimension per thread. Keys and values whose rows are aligned 16-byte vectors (a cache as models
+// hold it) are read so, each thread's loads of a key, or of eight values, issued together; other
+// layouts an element at a time. A long cache is one block's serial work: splitting the keys over
+// blocks (flash-decoding) is not done yet. The result is written once, in the output's own
+// strides, so the caller chooses its layout. A row whose every key is masked is 0, as in PyTorch's
+// math and memory-efficient attention (its cuDNN attention differs, see
 // tests/common/cudnn_attention_off.h).
 //
 // The kernel is correct for every size; it is fast while R is small (decode). A group with more
