@@ -14,6 +14,7 @@
 // multiplying the values, the kernel keeps them in float32: a few units in the last place).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <functional>
 #include <limits>
 
@@ -52,6 +53,27 @@ class JitCudaAttention : public ::testing::Test {
     torch::manual_seed(17);
   }
 };
+
+// Masked attention through the kernel, in float32 and float16: every call's result against
+// eager's on operands `draw` makes afresh (query, key, value, mask, in that order), and no node
+// left to PyTorch's plugin.
+void expect_masked_attention_as_eager(
+    const std::function<std::array<at::Tensor, 4>(const torch::TensorOptions&)>& draw) {
+  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
+    return at::scaled_dot_product_attention(q, k, v, mask);
+  };
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    auto fast = compile(fn, strict());
+    for (int call = 0; call < kCallsPerSignature; ++call) {
+      auto [q, k, v, mask] = draw(options);
+      auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
+      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
+          << c10::toString(dtype) << ", " << call_name(call);
+    }
+    EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 0) << fast.report().to_string();
+  }
+}
 
 // A static cache's mask for a token at `position`: 0 up to it, the lowest finite value after, as
 // a decoder builds it.
@@ -92,25 +114,15 @@ TEST_F(JitCudaAttention, ManyTilesManyBlocksRowMasksAndStridedOperands) {
   torch::NoGradGuard no_grad;
   // 600 keys: three tiles, the last partial; 12 rows; bool masks by row.
   const std::int64_t batch = 2, heads = 3, rows = 12, keys = 600, dim = 128;
-  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
-    return at::scaled_dot_product_attention(q, k, v, mask);
-  };
-  for (auto dtype : {at::kFloat, at::kHalf}) {
-    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-    auto fast = compile(fn, strict());
-    for (int call = 0; call < kCallsPerSignature; ++call) {
-      auto q = torch::randn({batch, heads, rows, dim}, options);
-      // Keys sliced out of a longer cache (rows of the head dimension apart), values transposed.
-      auto k = torch::randn({batch, heads, keys + 40, dim}, options).narrow(2, 20, keys);
-      auto v = torch::randn({batch, keys, heads, dim}, options).transpose(1, 2);
-      auto mask = torch::rand({batch, 1, rows, keys}, options.dtype(at::kFloat)) > 0.3;
-      mask.select(3, 0).fill_(true);  // every row keeps a key
-      auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
-      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
-          << c10::toString(dtype) << ", " << call_name(call);
-    }
-    EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 0) << fast.report().to_string();
-  }
+  expect_masked_attention_as_eager([&](const torch::TensorOptions& options) {
+    auto q = torch::randn({batch, heads, rows, dim}, options);
+    // Keys sliced out of a longer cache (rows of the head dimension apart), values transposed.
+    auto k = torch::randn({batch, heads, keys + 40, dim}, options).narrow(2, 20, keys);
+    auto v = torch::randn({batch, keys, heads, dim}, options).transpose(1, 2);
+    auto mask = torch::rand({batch, 1, rows, keys}, options.dtype(at::kFloat)) > 0.3;
+    mask.select(3, 0).fill_(true);  // every row keeps a key
+    return std::array<at::Tensor, 4>{q, k, v, mask};
+  });
 }
 
 // Keys whose head dimension is not adjacent (every other element) and values one element off a
@@ -119,24 +131,14 @@ TEST_F(JitCudaAttention, ManyTilesManyBlocksRowMasksAndStridedOperands) {
 TEST_F(JitCudaAttention, KeysAndValuesNotInAlignedRowsAreReadAnElementAtATime) {
   torch::NoGradGuard no_grad;
   const std::int64_t batch = 1, heads = 4, rows = 8, keys = 300, dim = 64;
-  auto fn = [](at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor mask) {
-    return at::scaled_dot_product_attention(q, k, v, mask);
-  };
-  for (auto dtype : {at::kFloat, at::kHalf}) {
-    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-    auto fast = compile(fn, strict());
-    for (int call = 0; call < kCallsPerSignature; ++call) {
-      auto q = torch::randn({batch, heads, rows, dim}, options);
-      auto k = torch::randn({batch, heads, keys, dim, 2}, options).select(4, 0);
-      const std::int64_t n = batch * heads * keys * dim;
-      auto v = torch::randn({n + 1}, options).narrow(0, 1, n).view({batch, heads, keys, dim});
-      auto mask = torch::randn({batch, 1, 1, keys}, options);
-      auto got = fast(q, k, v, mask), want = fn(q, k, v, mask);
-      EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype))
-          << c10::toString(dtype) << ", " << call_name(call);
-    }
-    EXPECT_EQ(nodes_on(fast.report(), "torch_gpu"), 0) << fast.report().to_string();
-  }
+  expect_masked_attention_as_eager([&](const torch::TensorOptions& options) {
+    auto q = torch::randn({batch, heads, rows, dim}, options);
+    auto k = torch::randn({batch, heads, keys, dim, 2}, options).select(4, 0);
+    const std::int64_t n = batch * heads * keys * dim;
+    auto v = torch::randn({n + 1}, options).narrow(0, 1, n).view({batch, heads, keys, dim});
+    auto mask = torch::randn({batch, 1, 1, keys}, options);
+    return std::array<at::Tensor, 4>{q, k, v, mask};
+  });
 }
 
 // A query whose every key is masked gets 0 from the kernel, as from PyTorch's math and
