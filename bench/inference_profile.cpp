@@ -4,8 +4,9 @@
 // profiled over 20 calls with Kineto (kernel_profile.h): kernels per call, device time against
 // wall time, and the kernels that take longest. Random weights.
 // With --model linears: the decoder's weight matrices one at a time (a bias-free linear over one
-// token), each call's device time and the weight bytes it streams per second, eager (cuBLAS)
-// against Zenith (its matrix-vector kernel, or cuBLASLt with ZENITH_MATRIX_VECTOR=0).
+// token), each call's kernel time with L2 flushed before it (its weight read from device memory,
+// as in a decode step) and the weight bytes it streams per second, eager (cuBLAS) against Zenith
+// (its matrix-vector kernel, or cuBLASLt with ZENITH_MATRIX_VECTOR=0).
 //   bench_inference_profile [--dtype float32|float16] [--batch N] [--model bert|resnet|llama|linears]
 // Defaults: both dtypes, batch 1, BERT and ResNet-50 (the decoder and its linears only when named);
 // float16 ResNet-50 is channels-last. Prints Markdown. Needs a CUDA device.
@@ -16,6 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <torch/torch.h>
 
 #include "kernel_profile.h"
@@ -102,12 +106,26 @@ void llama_decode(c10::ScalarType dtype, std::int64_t batch) {
   profile(name + ", Zenith", [&] { return fast(token, position, k, v); });
 }
 
-// Device time of one call of `call`, averaged over the profiled calls.
-double device_ms_per_call(const std::function<torch::Tensor()>& call) {
+// Bytes written before each call of a product, twice the H200's 50 MB L2 and more than any other
+// card's: the call then reads its weight from device memory, as in a decode step, where every
+// other weight has passed through L2 since. Repeated without it, a weight that fits L2 is read
+// from there: cuBLAS took 4.7 us for the 8.4 MB o projection so, where the decode step's q-k-v
+// and o products took 5.8 us on average (H200, docs/performance.md, 2026-11-28).
+constexpr std::size_t kL2FlushBytes = std::size_t{256} << 20;
+
+// Kernel time of one call of `call`, averaged over the profiled calls, each after a memset of
+// `flush` that evicts L2 (its own time, a memset's, is left out).
+double kernel_ms_per_call(const std::function<torch::Tensor()>& call, torch::Tensor& flush) {
   torch::NoGradGuard no_grad;
-  for (int i = 0; i < kWarmup; ++i) call();
+  auto cold_call = [&] {
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    C10_CUDA_CHECK(cudaMemsetAsync(flush.data_ptr(), 0, flush.nbytes(), stream.stream()));
+    call();
+  };
+  for (int i = 0; i < kWarmup; ++i) cold_call();
   torch::cuda::synchronize();
-  return zenith::bench::profile_kernels([&] { call(); }, kProfiled, 1).device_ms;
+  const auto profile = zenith::bench::profile_kernels(cold_call, kProfiled, 1);
+  return profile.device_ms - profile.memset_ms - profile.copy_ms;
 }
 
 void llama_linears(c10::ScalarType dtype, std::int64_t batch) {
@@ -117,7 +135,9 @@ void llama_linears(c10::ScalarType dtype, std::int64_t batch) {
       {config.hidden_size, config.hidden_size},       {kv, config.hidden_size},
       {config.intermediate_size, config.hidden_size}, {config.hidden_size, config.intermediate_size},
       {config.vocab_size, config.hidden_size}};
-  std::printf("### The decoder's linears, one token (batch %lld, %s): device time per call\n\n",
+  auto flush = torch::empty({static_cast<std::int64_t>(kL2FlushBytes)},
+                            torch::TensorOptions().dtype(torch::kByte).device(torch::kCUDA));
+  std::printf("### The decoder's linears, one token (batch %lld, %s): kernel time per call, L2 flushed before each\n\n",
               static_cast<long long>(batch), c10::toString(dtype));
   std::printf("| out x in | weight MB | eager ms | eager GB/s | Zenith ms | Zenith GB/s |\n| --- | --- | --- | --- | --- | --- |\n");
   for (const auto& [out, in] : shapes) {
@@ -125,9 +145,9 @@ void llama_linears(c10::ScalarType dtype, std::int64_t batch) {
     torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
     linear->to(torch::kCUDA, dtype);
     auto x = torch::randn({batch, 1, in}, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
-    const double eager = device_ms_per_call([&] { return linear->forward(x); });
+    const double eager = kernel_ms_per_call([&] { return linear->forward(x); }, flush);
     auto fast = zenith::compile(linear);
-    const double zenith = device_ms_per_call([&] { return fast(x); });
+    const double zenith = kernel_ms_per_call([&] { return fast(x); }, flush);
     const double bytes = static_cast<double>(linear->weight.nbytes());
     std::printf("| %lld x %lld | %.1f | %.4f | %.0f | %.4f | %.0f |\n", static_cast<long long>(out),
                 static_cast<long long>(in), bytes / 1e6, eager, bytes / eager / 1e6, zenith, bytes / zenith / 1e6);

@@ -52,6 +52,7 @@ KernelProfile profile_kernels(const std::function<void()>& body, int repeats, st
       profile.copy_ms += ms;
     } else if (starts_with(name, "Memset")) {
       ++profile.memsets;
+      profile.memset_ms += ms;
     } else {
       ++profile.kernels;
       auto& total = by_name[name];
@@ -67,6 +68,7 @@ KernelProfile profile_kernels(const std::function<void()>& body, int repeats, st
   const double per_run = 1.0 / repeats;
   profile.device_ms *= per_run;
   profile.copy_ms *= per_run;
+  profile.memset_ms *= per_run;
   for (auto& total : profile.top) total.device_ms *= per_run;
   // Counts stay whole per run when every run does the same work; rounding shows when they do not.
   profile.kernels = (profile.kernels + repeats / 2) / repeats;

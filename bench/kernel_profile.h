@@ -26,6 +26,7 @@ struct KernelProfile {
   std::int64_t copies = 0;       ///< memcpy operations (device to device, host to device, ...)
   double copy_ms = 0;            ///< their summed device time
   std::int64_t memsets = 0;
+  double memset_ms = 0;          ///< their summed device time
   std::vector<KernelTotal> top;  ///< kernels by summed device time, longest first
 
   /// A Markdown block: the totals, then the `top` kernels as a table.
