@@ -114,8 +114,9 @@ void llama_decode(c10::ScalarType dtype, std::int64_t batch) {
 constexpr std::size_t kL2FlushBytes = std::size_t{256} << 20;
 
 // Kernel time of one call of `call`, averaged over the profiled calls, each after a memset of
-// `flush` that evicts L2 (its own time, a memset's, is left out).
-double kernel_ms_per_call(const std::function<torch::Tensor()>& call, torch::Tensor& flush) {
+// `flush` that evicts L2. Memsets and copies are left out: the flush's own, and the copies of
+// inputs into a CUDA graph's buffers, which are no product's time.
+double kernel_ms_per_call(const std::function<torch::Tensor()>& call, const torch::Tensor& flush) {
   torch::NoGradGuard no_grad;
   auto cold_call = [&] {
     auto stream = c10::cuda::getCurrentCUDAStream();
