@@ -13,16 +13,14 @@
 namespace zenith::cuda {
 namespace {
 
-// Keys one tile holds: one per thread while scoring.
-constexpr int kTileKeys = kAttentionThreads;
-
-// 16-byte loads a thread issues before using the first: eight, 32 registers. A 64-wide float16
-// head's key (eight vectors) is one batch, and so are a thread's eight values of a tile.
+// 16-byte loads of a key, and of values, a lane issues ahead: eight each, 64 registers. A
+// 64-wide float16 head's key (eight vectors) and a lane's eight values of its warp's 32 keys are
+// then all loaded ahead.
 constexpr std::int64_t kLoadBatch = 8;
 
 // The kernel's body past its constants and types (T: the storage type of query, key, value and
-// output; M: the mask's; D, VEC = 16 bytes of T, CH = D / VEC, ROWS, TILE, THREADS; HAS_MASK,
-// BOOL_MASK; BATCH: 16-byte loads a thread issues together, a power of two). Arguments as
+// output; M: the mask's; D, VEC = 16 bytes of T, CH = D / VEC, ROWS, THREADS; HAS_MASK,
+// BOOL_MASK; BATCH: 16-byte loads a lane issues ahead, a power of two). Arguments as
 // pack_attention_arguments lays them out.
 constexpr const char* kBody = R"(
 // NVRTC has no math.h: negative infinity by its bits.
@@ -65,82 +63,115 @@ __device__ __forceinline__ float zn_warp_sum(float v) {
 
 extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
   constexpr float kLog2e = 1.4426950408889634f;
-  constexpr int WARPS = THREADS / 32, GROUPS = THREADS / CH;
-  __shared__ float q_s[ROWS][D];      // the block's queries times scale * log2(e)
-  __shared__ float p_s[ROWS][TILE];   // a tile's scores, then its probabilities
-  __shared__ float max_s[ROWS], sum_s[ROWS], rescale_s[ROWS];
-  __shared__ float red_s[WARPS][ROWS][D];
+  constexpr int WARPS = THREADS / 32;
+  constexpr int GPW = 32 / CH;  // lane groups of a warp, CH lanes each: one 16-byte slice a lane
+  constexpr int KPL = CH;       // keys of the warp's 32 each lane weighs: grp, grp + GPW, ...
+  constexpr int KB = CH < BATCH ? CH : BATCH;    // key vectors loaded ahead
+  constexpr int VB = KPL < BATCH ? KPL : BATCH;  // value vectors loaded ahead
+  __shared__ float q_s[ROWS][D];  // the block's queries times scale * log2(e)
+  __shared__ float m_s[WARPS][ROWS], l_s[WARPS][ROWS];
+  __shared__ float acc_s[WARPS][ROWS][D];
 
   const long long chunk = blockIdx.x % p.row_chunks, bh = blockIdx.x / p.row_chunks;
   const long long h = bh % p.heads, b = bh / p.heads;
   const long long r0 = chunk * ROWS;
   const int rows = (int)min((long long)ROWS, p.rows - r0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int slice = lane % CH, grp = lane / CH;
   const T* q = reinterpret_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1] + r0 * p.qs[2];
   const T* k = reinterpret_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
   const T* v = reinterpret_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
 #if HAS_MASK
   const M* mask = reinterpret_cast<const M*>(p.mask) + b * p.ms[0] + h * p.ms[1] + r0 * p.ms[2];
 #endif
+  const bool k_vectors = zn_vector_rows(k, p.ks), v_vectors = zn_vector_rows(v, p.vs);
 
+  // Each warp takes 32 keys of a pass of THREADS keys, lane l scoring key l of them; the warp
+  // keeps its own running maximum, sum and weighted values (the online softmax of
+  // FlashAttention), and the warps meet once, at the end. What a pass reads (the lane's key, its
+  // mask entries, the values it weighs) is loaded ahead, before anything waits: for the first
+  // pass, before the queries are in shared memory, so that a decode step's kernel makes one trip
+  // to memory.
+  float m[ROWS], l[ROWS], acc[ROWS][VEC];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    m[r] = ZN_NEG_INF;
+    l[r] = 0.f;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[r][e] = 0.f;
+  }
+  uint4 kraw[KB], vraw[VB];
+#if HAS_MASK && BOOL_MASK
+  bool dropped[ROWS];
+#elif HAS_MASK
+  float add[ROWS];
+#endif
+  // The loads ahead for the pass starting at key j0.
+  auto load_ahead = [&](long long j0) {
+    const long long jw = j0 + warp * 32, j = jw + lane;
+    if (k_vectors && j < p.keys) {
+#pragma unroll
+      for (int c = 0; c < KB; ++c) kraw[c] = *reinterpret_cast<const uint4*>(k + j * p.ks[2] + c * VEC);
+    }
+    if (v_vectors) {
+#pragma unroll
+      for (int u = 0; u < VB; ++u) {
+        const long long jv = jw + grp + u * GPW;
+        if (jv < p.keys) vraw[u] = *reinterpret_cast<const uint4*>(v + jv * p.vs[2] + slice * VEC);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+#if HAS_MASK && BOOL_MASK
+      dropped[r] = j < p.keys && r < rows && !mask[r * p.ms[2] + j * p.ms[3]];
+#elif HAS_MASK
+      add[r] = j < p.keys && r < rows ? zn_load(mask + r * p.ms[2] + j * p.ms[3]) * kLog2e : 0.f;
+#endif
+    }
+  };
+  load_ahead(0);
   const float scale = (float)p.scale * kLog2e;
   for (int i = threadIdx.x; i < ROWS * D; i += THREADS) {
     const int r = i / D, d = i % D;
     q_s[r][d] = r < rows ? zn_load(q + r * p.qs[2] + d * p.qs[3]) * scale : 0.f;
   }
-  if (threadIdx.x < ROWS) {
-    max_s[threadIdx.x] = ZN_NEG_INF;
-    sum_s[threadIdx.x] = 0.f;
-  }
-  const bool k_vectors = zn_vector_rows(k, p.ks), v_vectors = zn_vector_rows(v, p.vs);
-  // Thread t accumulates slice t % CH of the head dimension over keys t / CH, t / CH + GROUPS, ...
-  const int slice = threadIdx.x % CH, group = threadIdx.x / CH;
-  float acc[ROWS][VEC];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) acc[r][e] = 0.f;
   __syncthreads();
 
-  for (long long j0 = 0; j0 < p.keys; j0 += TILE) {
-    const int tile = (int)min((long long)TILE, p.keys - j0);
-    // Scores, in log2 units: thread t takes key j0 + t against every row. Its mask entries and
-    // key loads are all issued before the first is used.
-    if ((int)threadIdx.x < tile) {
-      const long long j = j0 + threadIdx.x;
-      float s[ROWS];
+  for (long long j0 = 0; j0 < p.keys; j0 += THREADS) {
+    const long long jw = j0 + warp * 32, j = jw + lane;
+    // The lane's scores, in log2 units.
+    float s[ROWS];
 #pragma unroll
-      for (int r = 0; r < ROWS; ++r) s[r] = 0.f;
-#if HAS_MASK && BOOL_MASK
-      bool dropped[ROWS];
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) dropped[r] = r < rows && !mask[r * p.ms[2] + j * p.ms[3]];
-#elif HAS_MASK
-      float add[ROWS];
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) add[r] = r < rows ? zn_load(mask + r * p.ms[2] + j * p.ms[3]) * kLog2e : 0.f;
-#endif
+    for (int r = 0; r < ROWS; ++r) s[r] = 0.f;
+    if (j < p.keys) {
       const T* kj = k + j * p.ks[2];
       if (k_vectors) {
+        // Element e of every vector before element e + 1 of any, so that no load is put off
+        // until an earlier one has been used.
 #pragma unroll
-        for (int c0 = 0; c0 < CH; c0 += BATCH) {
-          uint4 raw[BATCH];
+        for (int e = 0; e < VEC; ++e)
 #pragma unroll
-          for (int c = 0; c < BATCH; ++c) raw[c] = *reinterpret_cast<const uint4*>(kj + (c0 + c) * VEC);
-          // Element e of every vector before element e + 1 of any: the first products read every
-          // load, so none is put off until an earlier one has arrived.
+          for (int c = 0; c < KB; ++c) {
+            const float x = zn_lane(kraw[c], e);
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][c * VEC + e], x, s[r]);
+          }
+#pragma unroll
+        for (int c0 = KB; c0 < CH; c0 += KB) {  // a head wider than KB vectors: the rest now
+          uint4 raw[KB];
+#pragma unroll
+          for (int c = 0; c < KB; ++c) raw[c] = *reinterpret_cast<const uint4*>(kj + (c0 + c) * VEC);
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
 #pragma unroll
-            for (int c = 0; c < BATCH; ++c) {
+            for (int c = 0; c < KB; ++c) {
               const float x = zn_lane(raw[c], e);
 #pragma unroll
               for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][(c0 + c) * VEC + e], x, s[r]);
             }
         }
       } else {
-        // Strided or unaligned keys (rare): one load an element, a few in flight at a time (a
-        // whole row's would take a register each).
+        // Strided or unaligned keys (rare): one load an element, a few in flight at a time.
 #pragma unroll 8
         for (int d = 0; d < D; ++d) {
           const float x = zn_load(kj + d * p.ks[3]);
@@ -148,89 +179,70 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
           for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][d], x, s[r]);
         }
       }
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-#if HAS_MASK && BOOL_MASK
-        if (dropped[r]) s[r] = ZN_NEG_INF;
-#elif HAS_MASK
-        s[r] += add[r];
-#endif
-        p_s[r][threadIdx.x] = s[r];
-      }
     }
-    __syncthreads();
-    // The online softmax, one warp per row: the tile's maximum raises the row's, and what was
-    // summed and accumulated so far is rescaled to the new maximum.
-    for (int r = warp; r < ROWS; r += WARPS) {
-      float m = ZN_NEG_INF;
-      for (int i = lane; i < tile; i += 32) m = fmaxf(m, p_s[r][i]);
-      m = zn_warp_max(m);
-      const float old = max_s[r], next = fmaxf(old, m);
-      const float base = next == ZN_NEG_INF ? 0.f : next;  // every key so far masked: nothing to weigh
-      float sum = 0.f;
-      for (int i = lane; i < tile; i += 32) {
-        const float e = exp2f(p_s[r][i] - base);
-        p_s[r][i] = e;
-        sum += e;
-      }
-      sum = zn_warp_sum(sum);
-      __syncwarp();
-      if (lane == 0) {
-        const float rescale = exp2f(old - base);
-        rescale_s[r] = rescale;
-        sum_s[r] = sum_s[r] * rescale + sum;
-        max_s[r] = next;
-      }
-    }
-    __syncthreads();
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      const float rescale = rescale_s[r];
+#if HAS_MASK && BOOL_MASK
+      if (dropped[r]) s[r] = ZN_NEG_INF;
+#elif HAS_MASK
+      s[r] += add[r];
+#endif
+      if (j >= p.keys) s[r] = ZN_NEG_INF;
+    }
+    // The warp's softmax step: its maximum raises the running one, and what was summed and
+    // weighed so far is rescaled to it.
+    float pr[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const float next = fmaxf(m[r], zn_warp_max(s[r]));
+      const float base = next == ZN_NEG_INF ? 0.f : next;  // every key so far masked: nothing to weigh
+      pr[r] = exp2f(s[r] - base);
+      const float rescale = exp2f(m[r] - base);
+      l[r] = l[r] * rescale + zn_warp_sum(pr[r]);
+      m[r] = next;
 #pragma unroll
       for (int e = 0; e < VEC; ++e) acc[r][e] *= rescale;
     }
-    // The values, BATCH keys of the thread's at a time, every load of a batch issued before the
-    // first is converted.
-    if (v_vectors) {
-#pragma unroll 1
-      for (int i0 = group; i0 < tile; i0 += GROUPS * BATCH) {
-        uint4 raw[BATCH];
+    // The values: lane (slice, grp) weighs keys grp, grp + GPW, ... of the warp's 32 with the
+    // probabilities of the lanes that scored them, VB keys at a time: the first VB loaded ahead,
+    // each further batch's loads issued before the first is used.
 #pragma unroll
-        for (int u = 0; u < BATCH; ++u) {
-          const int i = i0 + u * GROUPS;
-          if (i < tile) raw[u] = *reinterpret_cast<const uint4*>(v + (j0 + i) * p.vs[2] + slice * VEC);
-        }
+    for (int u0 = 0; u0 < KPL; u0 += VB) {
+      uint4 raw[VB];
 #pragma unroll
-        for (int u = 0; u < BATCH; ++u) {
-          const int i = i0 + u * GROUPS;
-          if (i >= tile) break;
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            const float w = p_s[r][i];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, zn_lane(raw[u], e), acc[r][e]);
-          }
-        }
+      for (int u = 0; u < VB; ++u) {
+        const long long jv = jw + grp + (u0 + u) * GPW;
+        if (u0 == 0) raw[u] = vraw[u];
+        else if (v_vectors && jv < p.keys) raw[u] = *reinterpret_cast<const uint4*>(v + jv * p.vs[2] + slice * VEC);
       }
-    } else {
-#pragma unroll 1
-      for (int i = group; i < tile; i += GROUPS) {
-        const T* vi = v + (j0 + i) * p.vs[2] + (long long)slice * VEC * p.vs[3];
+#pragma unroll
+      for (int u = 0; u < VB; ++u) {
+        const int key = grp + (u0 + u) * GPW;
+        const long long jv = jw + key;
+        float w[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) w[r] = __shfl_sync(0xffffffffu, pr[r], key);
+        if (jv >= p.keys) continue;
         float x[VEC];
+        if (v_vectors) {
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) x[e] = zn_load(vi + e * p.vs[3]);
+          for (int e = 0; e < VEC; ++e) x[e] = zn_lane(raw[u], e);
+        } else {
+          const T* vj = v + jv * p.vs[2] + (long long)slice * VEC * p.vs[3];
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          const float w = p_s[r][i];
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w, x[e], acc[r][e]);
+          for (int e = 0; e < VEC; ++e) x[e] = zn_load(vj + e * p.vs[3]);
         }
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[r][e] = fmaf(w[r], x[e], acc[r][e]);
       }
     }
-    __syncthreads();  // the next tile's scores overwrite p_s
+    if (j0 + THREADS < p.keys) load_ahead(j0 + THREADS);
   }
 
-  // Lanes of one slice in a warp (CH apart) sum their keys' shares; then the warps', in shared memory.
+  // The lanes of one slice (CH apart) sum their keys' shares; the warps meet in shared memory,
+  // each weighed by how far its maximum lies below the block's.
 #pragma unroll
   for (int o = CH; o < 32; o <<= 1)
 #pragma unroll
@@ -241,18 +253,32 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) red_s[warp][r][slice * VEC + e] = acc[r][e];
+      for (int e = 0; e < VEC; ++e) acc_s[warp][r][slice * VEC + e] = acc[r][e];
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      m_s[warp][r] = m[r];
+      l_s[warp][r] = l[r];
+    }
   }
   __syncthreads();
   T* out = reinterpret_cast<T*>(p.out) + b * p.os[0] + h * p.os[1] + r0 * p.os[2];
   for (int i = threadIdx.x; i < rows * D; i += THREADS) {
     const int r = i / D, d = i % D;
-    float total = 0.f;
+    float top = ZN_NEG_INF;
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) total += red_s[w][r][d];
+    for (int w = 0; w < WARPS; ++w) top = fmaxf(top, m_s[w][r]);
+    const float base = top == ZN_NEG_INF ? 0.f : top;
+    float total = 0.f, sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+      const float weight = exp2f(m_s[w][r] - base);
+      total = fmaf(weight, acc_s[w][r][d], total);
+      sum = fmaf(weight, l_s[w][r], sum);
+    }
     // A row whose every key is masked (or no keys) has nothing to weigh: 0, as eager's
     // scaled_dot_product_attention gives it (its _safe_softmax), not 0 / 0.
-    const float sum = sum_s[r];
     zn_store(out + r * p.os[2] + d * p.os[3], sum == 0.f ? 0.f : total / sum);
   }
 }
@@ -327,10 +353,9 @@ class Generator {
     kernel_.name = fmt::format("zenith_attn_{:016x}", key_hash(kernel_.key));
     kernel_.source = fmt::format(
         "{}\n// {}\ntypedef {} T;\ntypedef {} M;\n#define NAME {}\n#define D {}\n#define VEC {}\n#define CH {}\n"
-        "#define ROWS {}\n#define TILE {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n"
-        "#define BATCH {}\n{}",
+        "#define ROWS {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n#define BATCH {}\n{}",
         device_prelude(), kernel_.key, type, mask_type == "none" ? "float" : mask_type, kernel_.name, d, vec, slices,
-        kAttentionRowsPerBlock, kTileKeys, kAttentionThreads, kernel_.mask >= 0 ? 1 : 0, mask_type == "bool" ? 1 : 0,
+        kAttentionRowsPerBlock, kAttentionThreads, kernel_.mask >= 0 ? 1 : 0, mask_type == "bool" ? 1 : 0,
         std::min<std::int64_t>(slices, kLoadBatch), kBody);
     return kernel_;
   }

@@ -7,15 +7,17 @@
 // query [B, H, R, D], key and value [B, H, S, D] (any strides), an optional mask that broadcasts
 // to [B, H, R, S] (additive, of the query's dtype or float32, or bool: true keeps), and an
 // optional scale. A block takes kAttentionRowsPerBlock query rows of one (batch, head) and every
-// key, in tiles of 256 keys: each thread scores one key against the block's rows, one warp per row
-// keeps the running maximum and sum of the softmax (the online softmax of FlashAttention), and
-// the probabilities times the values accumulate in float32 registers, a 16-byte slice of the head
-// dimension per thread. Keys and values whose rows are aligned 16-byte vectors (a cache as models
-// hold it) are read so, each thread's loads of a key, or of eight values, issued together; other
-// layouts an element at a time. A long cache is one block's serial work: splitting the keys over
-// blocks (flash-decoding) is not done yet. The result is written once, in the output's own
-// strides, so the caller chooses its layout. A row whose every key is masked is 0, as in PyTorch's
-// math and memory-efficient attention (its cuDNN attention differs, see
+// key, in passes of 256 keys: each warp takes 32 of a pass, each lane scoring one key against the
+// block's rows, and keeps its own running maximum and sum of the softmax (the online softmax of
+// FlashAttention) and its probabilities times the values, a 16-byte slice of the head dimension a
+// lane, in float32 registers; the warps meet once, at the end, in shared memory. A lane's loads
+// for a pass (its key, its mask entries, the values it weighs) are issued ahead, the first pass's
+// before the block's queries are in shared memory, so that a decode step's kernel makes one trip
+// to memory. Keys and values whose rows are aligned 16-byte vectors (a cache as models hold it)
+// are read so; other layouts an element at a time. A long cache is one block's serial work:
+// splitting the keys over blocks (flash-decoding) is not done yet. The result is written once, in
+// the output's own strides, so the caller chooses its layout. A row whose every key is masked is
+// 0, as in PyTorch's math and memory-efficient attention (its cuDNN attention differs, see
 // tests/common/cudnn_attention_off.h).
 //
 // The kernel is correct for every size; it is fast while R is small (decode). A group with more
@@ -34,7 +36,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kAttentionCodegenVersion = 5;
+constexpr int kAttentionCodegenVersion = 6;
 
 /// Query rows of one (batch, head) one block takes; more rows are spread over more blocks. One:
 /// a block's work is serial, so a decode step's few heads need many blocks. Measured on an H100
