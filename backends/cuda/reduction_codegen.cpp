@@ -490,9 +490,10 @@ class Generator {
   // How a sweep reaches the row. On the vector path (a row of at most kRowElementsPerThread per
   // thread, its length a multiple of kRowVectorWidth, every contiguous operand aligned to a
   // vector) each thread takes whole vectors of kRowVectorWidth consecutive elements: the first
-  // sweep (Fill) loads the contiguous inputs' vectors into registers with one load each, the later
-  // sweeps (Cached) read them there, and the contiguous outputs are stored a vector at a time.
-  // Anything else reads its row element by element, again in every sweep (Stream).
+  // sweep (Fill) loads the contiguous inputs' vectors into registers with one load each, and the
+  // other full inputs (a weight broadcast over rows) an element at a time, the later sweeps
+  // (Cached) read them there, and the contiguous outputs are stored a vector at a time. Anything
+  // else reads its row element by element, again in every sweep (Stream).
   enum class Reach { Stream, Fill, Cached };
 
   bool contiguous_full(std::size_t k) const { return operands_[k].domain == Domain::Full && operands_[k].contiguous; }
@@ -545,7 +546,13 @@ class Generator {
     }
     for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
       if (operands_[k].domain != Domain::Full) continue;
-      if (reach != Reach::Stream && contiguous_full(k)) {
+      if (reach == Reach::Fill && !contiguous_full(k)) {
+        // Read an element at a time (a weight broadcast over rows, a strided input), once: the
+        // first sweep keeps it in registers, so that its load is issued before the first block
+        // reduction rather than after it.
+        code += fmt::format("        c{0}[i * {1} + v] = zn_load({2});\n", k, kRowVectorWidth, address(k));
+      }
+      if (reach != Reach::Stream) {
         code += fmt::format("        const float a{0} = c{0}[i * {1} + v];\n", k, kRowVectorWidth);
       } else {
         code += fmt::format("        const float a{} = zn_load({});\n", k, address(k));
@@ -566,7 +573,7 @@ class Generator {
     std::string code = row_offsets();
     if (vector) {
       for (std::size_t k = 0; k < group_.inputs.size(); ++k) {
-        if (contiguous_full(k)) code += fmt::format("    float c{}[{}];\n", k, kRowElementsPerThread);
+        if (operands_[k].domain == Domain::Full) code += fmt::format("    float c{}[{}];\n", k, kRowElementsPerThread);
       }
     }
     auto reach = [&](int sweep_index) {

@@ -10,7 +10,9 @@
 // keeping it, then combines the partial results across the block. A last sweep writes the full
 // outputs. Rows of at most 4,096 elements whose length is a multiple of four and whose contiguous
 // operands are aligned take the vector path: each thread loads four consecutive elements at a
-// time, once, into registers, where the later sweeps read them (see Generator::Reach).
+// time, once, into registers, and its elements of the other operands (a weight broadcast over
+// rows) one at a time, also once and in the first sweep, before the first block reduction; the
+// later sweeps read them there (see Generator::Reach).
 // Everything is evaluated in float32, except that a float16 or bfloat16 value a reduction reads
 // is rounded to its dtype where it is computed, as eager stores it: the reduction and every other
 // reader then see eager's value (a softmax over float16 scores plus -65504 is decided by that
@@ -32,7 +34,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kReductionCodegenVersion = 3;
+constexpr int kReductionCodegenVersion = 5;
 
 /// The row kernels' vector path: kRowVectorWidth consecutive elements a load or store, at most
 /// kRowElementsPerThread elements a thread held in registers across the sweeps.
