@@ -11,8 +11,13 @@
 namespace zenith::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
+// Warps a multiprocessor should have at work before a row's dot product is split further: with
+// 2048 rows on the H200's 132, two warps a row measured 4.1 us against 4.2 for one (o projection)
+// and 8.4 against 8.7 (down projection); with 2560 rows or more, one warp a row was as fast or
+// faster (docs/performance.md, 2026-11-28).
+constexpr std::int64_t kWarpsPerMultiprocessor = 16;
 constexpr std::int64_t kVectorBytes = 16;
 
 const char* dtype_word(c10::ScalarType dtype) {
@@ -87,17 +92,63 @@ std::string epilogue_code(MatmulEpilogue epilogue) {
 
 // The body, the same for every dtype. Lane `lane` of warp part `part` reads the 16-byte chunks
 // (part * 32 + lane) + i * (warps per element * 32) of the weight row: consecutive lanes read
-// consecutive chunks, so each warp's loads are whole 512-byte lines. Four chunks' loads are issued
-// before any is used, so that enough bytes are in flight to stream at the memory's bandwidth.
+// consecutive chunks, so each warp's loads are whole 512-byte lines. A batch's four chunk loads
+// are issued before any is used, and the rows of A are a compile-time count (zn_rows<M>, M of 1,
+// 2, 4 or 8, one branch a launch picks), so that no load sits in a branch of its own: loads in such branches went
+// out one after another, each waiting on the last (the decode attention's SASS showed it, see
+// attention_codegen.cpp). Four loads a batch, one warp per weight row, measured fastest of 32
+// variants on an H200 (docs/performance.md, 2026-11-28); eight loads a batch made the compiler
+// use the first before issuing the rest.
 constexpr const char* kBody = R"(
-extern "C" __global__ void __launch_bounds__(256) NAME(
+// M rows of A at a time, M a power of two at least m: rows from m on repeat A's last row (read
+// from L1, never out of bounds) and their sums are dropped.
+template <int M>
+__device__ __forceinline__ void zn_rows(const T* __restrict__ a_rows, long long lda, int m, const T* __restrict__ row,
+                                        int k, int k0, int step, float* acc) {
+  constexpr int kBatch = 4;
+  const T* a[M];
+#pragma unroll
+  for (int r = 0; r < M; ++r) a[r] = a_rows + (r < m ? r : m - 1) * lda;
+  for (; k0 + (kBatch - 1) * step < k; k0 += kBatch * step) {
+    uint4 wv[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+#pragma unroll
+      for (int r = 0; r < M; ++r) acc[r] += dot16(wv[j], __ldg(reinterpret_cast<const uint4*>(a[r] + k0 + j * step)));
+    }
+  }
+  if (k0 < k) {
+    // The last batch, partial: a chunk past K reads the batch's first chunk again (in bounds, so
+    // that the loads need no branch) and adds nothing.
+    uint4 wv[kBatch];
+    int at[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      at[j] = k0 + j * step < k ? k0 + j * step : k0;
+      wv[j] = __ldg(reinterpret_cast<const uint4*>(row + at[j]));
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const bool keep = k0 + j * step < k;  // a select, not a product: 0 * inf would be NaN
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        const float d = dot16(wv[j], __ldg(reinterpret_cast<const uint4*>(a[r] + at[j])));
+        acc[r] += keep ? d : 0.f;
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128) NAME(
     const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw, const T* __restrict__ bias,
     T* __restrict__ out, int m, int n, int k, int warps_per_element) {
   constexpr int kVec = 16 / sizeof(T);
   constexpr int kMaxRows = 8;
-  __shared__ float partial[8][kMaxRows];
+  __shared__ float partial[4][kMaxRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const long long element = (long long)blockIdx.x * (8 / warps_per_element) + warp / warps_per_element;
+  const long long element = (long long)blockIdx.x * (4 / warps_per_element) + warp / warps_per_element;
   const int part = warp % warps_per_element;
   const bool valid = element < n;
   float acc[kMaxRows];
@@ -106,26 +157,11 @@ extern "C" __global__ void __launch_bounds__(256) NAME(
   if (valid) {
     const T* row = w + element * ldw;
     const int step = warps_per_element * 32 * kVec;
-    int k0 = (part * 32 + lane) * kVec;
-    for (; k0 + 3 * step < k; k0 += 4 * step) {
-      uint4 wv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int r = 0; r < kMaxRows; ++r) {
-          if (r < m) acc[r] += dot16(wv[j], __ldg(reinterpret_cast<const uint4*>(a + r * lda + k0 + j * step)));
-        }
-      }
-    }
-    for (; k0 < k; k0 += step) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(row + k0));
-#pragma unroll
-      for (int r = 0; r < kMaxRows; ++r) {
-        if (r < m) acc[r] += dot16(wv, __ldg(reinterpret_cast<const uint4*>(a + r * lda + k0)));
-      }
-    }
+    const int k0 = (part * 32 + lane) * kVec;
+    if (m == 1) zn_rows<1>(a, lda, m, row, k, k0, step, acc);
+    else if (m == 2) zn_rows<2>(a, lda, m, row, k, k0, step, acc);
+    else if (m <= 4) zn_rows<4>(a, lda, m, row, k, k0, step, acc);
+    else zn_rows<8>(a, lda, m, row, k, k0, step, acc);
   }
 #pragma unroll
   for (int r = 0; r < kMaxRows; ++r) {
@@ -260,8 +296,7 @@ int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_
   const std::int64_t chunks = k * element_bytes / kVectorBytes;  // 16-byte chunks per row
   int warps = 1;
   while (warps < kWarps) {
-    const std::int64_t blocks = (n + kWarps / warps - 1) / (kWarps / warps);
-    if (blocks >= 2 * static_cast<std::int64_t>(multiprocessors)) break;
+    if (n * warps >= kWarpsPerMultiprocessor * static_cast<std::int64_t>(multiprocessors)) break;
     if (chunks < static_cast<std::int64_t>(warps) * 2 * 32) break;  // each lane keeps at least one chunk
     warps *= 2;
   }

@@ -5,8 +5,8 @@
 // the weight [N, K] row-major as nn.Linear holds it (passed as such, or as its transpose to matmul,
 // which is how a traced linear reaches the plan), at most kMatrixVectorMaxRows rows of A.
 //
-// Each output element's dot product is split over 1 to 8 warps of a 256-thread block (more warps
-// per element when N is small, so that the grid still fills the device); each lane reads 16 bytes
+// Each output element's dot product is split over 1 to 4 warps of a 128-thread block (more warps
+// per element when N is small, so that the device still has enough warps at work); each lane reads 16 bytes
 // of a weight row at a time and accumulates in float32; the warps' partial sums meet in shared
 // memory, and the bias and activation are applied before the one rounding to the output's dtype.
 #pragma once
@@ -28,11 +28,12 @@ namespace zenith::cuda {
 constexpr std::int64_t kMatrixVectorMaxRows = 8;
 
 /// The largest weight the kernel takes; larger ones go to cuBLASLt. Measured on an H200 at one
-/// float16 row (bench_inference_profile --model linears, 2026-11-26): a 1 MB weight (256 x 2048)
-/// takes the kernel 3.3 us against cuBLAS's 4.7, whose tiled kernels cannot go below about 4.7 us
-/// however small the weight; from 8.4 MB up cuBLAS streams as fast or faster (2048 x 2048: 5.0
-/// against 4.7 us; 5632 x 2048: 7.4 against 6.2; 32000 x 2048: 37.2 against 32.9).
-constexpr std::int64_t kMatrixVectorMaxWeightBytes = std::int64_t{4} << 20;
+/// float16 row, each product launched back to back over copies of its weight in one CUDA graph, so
+/// that every launch reads its weight from device memory as a decode step does (the microbenchmark
+/// of docs/performance.md, 2026-11-28): the kernel took 4.6 us for 2560 x 2048 against cuBLAS's
+/// 5.9, 4.1 against 5.7 for 2048 x 2048, 12.4 against 13.4 for 11264 x 2048, 8.4 against 10.2 for
+/// 2048 x 5632 and 32.2 against 34.5 for 32000 x 2048 (131 MB). Nothing larger was measured.
+constexpr std::int64_t kMatrixVectorMaxWeightBytes = std::int64_t{256} << 20;
 
 /// Whether `program` has linear's form (A's leading dims folded into rows, B a 2-D tensor read as
 /// [K, N] with unit stride along K: a row-major [N, K] weight), for which the kernel exists;
@@ -72,8 +73,8 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
                                                     const std::vector<const DLTensor*>& inputs,
                                                     const std::vector<const DLTensor*>& outputs);
 
-/// Warps of a block that share one output element: the fewest (1, 2, 4 or 8) that give at least
-/// two blocks per multiprocessor, but never more than K's 16-byte chunks per lane allow.
+/// Warps of a block that share one output element: the fewest (1, 2 or 4) that put at least 16
+/// warps on each multiprocessor, but never more than K's 16-byte chunks per lane allow.
 int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_bytes, int multiprocessors);
 
 /// Enqueues the kernel (`function`, loaded from matrix_vector_source's binary) for `launch` on

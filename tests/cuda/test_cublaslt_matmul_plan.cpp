@@ -355,12 +355,13 @@ TEST(MatrixVector, OnlyLinearsFormHasTheKernel) {
 }
 
 TEST(MatrixVector, BuiltOnlyWhereTheWeightCanFit) {
-  // Up to 4 MiB of weight: 1024 x 2048 float16 is 4 MiB exactly, 1032 rows are more; float32 halves it.
-  EXPECT_TRUE(matrix_vector_may_serve(plan_or_fail(linear({1, 2048}, 1024, false, "", at::kHalf)),
-                                      linear({1, 2048}, 1024, false, "", at::kHalf)));
-  auto big = linear({1, 2048}, 1032, false, "", at::kHalf);
+  // Up to 256 MiB of weight: 65536 x 2048 float16 is 256 MiB exactly, 65544 rows are more; float32
+  // halves it.
+  EXPECT_TRUE(matrix_vector_may_serve(plan_or_fail(linear({1, 2048}, 65536, false, "", at::kHalf)),
+                                      linear({1, 2048}, 65536, false, "", at::kHalf)));
+  auto big = linear({1, 2048}, 65544, false, "", at::kHalf);
   EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(big), big));
-  auto wide = linear({1, 2048}, 1024, false, "", at::kFloat);
+  auto wide = linear({1, 2048}, 65536, false, "", at::kFloat);
   EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(wide), wide));
   auto batched = bmm(3, 1, 64, 32);
   EXPECT_FALSE(matrix_vector_may_serve(plan_or_fail(batched), batched)) << "not linear's form";
@@ -408,10 +409,11 @@ TEST(MatrixVector, ServesFewRowsOfAlignedContiguousOperands) {
   ASSERT_TRUE(biased.has_value());
   EXPECT_EQ(biased->bias, bias.data_ptr());
 
-  // cuBLASLt's: a weight above 4 MiB (measured slower there), nine rows, K not a multiple of 16 bytes, misaligned A, a transposed weight, a
+  // cuBLASLt's: a weight above 256 MiB (never measured), nine rows, K not a multiple of 16 bytes, misaligned A, a transposed weight, a
   // strided output, a bias that is not packed.
-  EXPECT_TRUE(served(at::zeros({1, 2048}, half), at::zeros({1024, 2048}, half), at::zeros({1, 1024}, half)));
-  EXPECT_FALSE(served(at::zeros({1, 2048}, half), at::zeros({1032, 2048}, half), at::zeros({1, 1032}, half)));
+  // (at::empty: fit reads descriptions only, and untouched pages cost nothing.)
+  EXPECT_TRUE(served(at::zeros({1, 2048}, half), at::empty({65536, 2048}, half), at::zeros({1, 65536}, half)));
+  EXPECT_FALSE(served(at::zeros({1, 2048}, half), at::empty({65544, 2048}, half), at::zeros({1, 65544}, half)));
   EXPECT_FALSE(served(at::zeros({9, 64}, half), w, at::zeros({9, 32}, half)));
   auto w60 = at::zeros({32, 60}, half);
   EXPECT_FALSE(served(at::zeros({1, 60}, half), w60, at::zeros({1, 32}, half)));
@@ -438,10 +440,12 @@ TEST(MatrixVector, ServesFewRowsOfAlignedContiguousOperands) {
 
 TEST(MatrixVector, WarpsPerElementFillTheDeviceWithoutStarvingLanes) {
   // The TinyLlama-shaped decoder's products on 132 multiprocessors, float16.
-  EXPECT_EQ(matrix_vector_warps_per_element(32000, 2048, 2, 132), 1) << "lm_head: 4000 blocks of one warp each";
+  EXPECT_EQ(matrix_vector_warps_per_element(32000, 2048, 2, 132), 1) << "lm_head: a warp a row";
   EXPECT_EQ(matrix_vector_warps_per_element(5632, 2048, 2, 132), 1) << "gate and up";
-  EXPECT_EQ(matrix_vector_warps_per_element(2048, 2048, 2, 132), 2) << "q and o: 512 blocks";
-  EXPECT_EQ(matrix_vector_warps_per_element(256, 2048, 2, 132), 8) << "k and v";
+  EXPECT_EQ(matrix_vector_warps_per_element(2560, 2048, 2, 132), 1) << "q, k and v as one product";
+  EXPECT_EQ(matrix_vector_warps_per_element(2048, 2048, 2, 132), 2) << "q and o: 2048 rows, fewer than 16 x 132";
+  EXPECT_EQ(matrix_vector_warps_per_element(2048, 5632, 2, 132), 2) << "down";
+  EXPECT_EQ(matrix_vector_warps_per_element(256, 2048, 2, 132), 4) << "k and v: all four warps of a block";
   // A short row keeps every lane busy: K = 512 float16 is 64 chunks, one per lane of two warps.
   EXPECT_EQ(matrix_vector_warps_per_element(16, 512, 2, 132), 2);
   EXPECT_EQ(matrix_vector_warps_per_element(16, 8, 2, 132), 1);
