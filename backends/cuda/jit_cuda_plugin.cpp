@@ -1,7 +1,7 @@
 // The JIT CUDA backend plugin: claims fused groups on CUDA tensors. Elementwise chains, and row
 // reductions and normalizations with their elementwise neighbours, become one generated CUDA C++
 // kernel per group (kernel_codegen), as do a decode step's attention and a max pool; matrix products with their bias and activation epilogue
-// become one cuBLASLt call (cublaslt_matmul), or, with at most 8 rows in linear's form, one generated
+// become one cuBLASLt call (cublaslt_matmul), or, with one row in linear's form, one generated
 // matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
 // to measure cuBLASLt alone). A generated kernel is found in the kernel cache or compiles it with
 // NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU

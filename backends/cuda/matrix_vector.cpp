@@ -92,105 +92,67 @@ std::string epilogue_code(MatmulEpilogue epilogue) {
 
 // The body, the same for every dtype. Lane `lane` of warp part `part` reads the 16-byte chunks
 // (part * 32 + lane) + i * (warps per element * 32) of the weight row: consecutive lanes read
-// consecutive chunks, so each warp's loads are whole 512-byte lines. A batch's four chunk loads
-// are issued before any is used, and the rows of A are a compile-time count (zn_rows<M>, M of 1,
-// 2, 4 or 8, one branch a launch picks), so that no load sits in a branch of its own: loads in such branches went
-// out one after another, each waiting on the last (the decode attention's SASS showed it, see
-// attention_codegen.cpp). Four loads a batch, one warp per weight row, measured fastest of 32
-// variants on an H200 (docs/performance.md, 2026-11-28); eight loads a batch made the compiler
-// use the first before issuing the rest.
+// consecutive chunks, so each warp's loads are whole 512-byte lines. A batch's four weight loads
+// are issued before any is used, and none sits in a branch of its own (loads in such branches
+// went out one after another, each waiting on the last: the decode attention's SASS showed it,
+// see attention_codegen.cpp). One warp a weight row and batches of four measured fastest of 32
+// variants on an H200 (docs/performance.md, 2026-11-28); batches of eight made the compiler use
+// the first load before issuing the rest.
 constexpr const char* kBody = R"(
-// M rows of A at a time, M a power of two at least m: rows from m on repeat A's last row (read
-// from L1, never out of bounds) and their sums are dropped.
-template <int M>
-__device__ __forceinline__ void zn_rows(const T* __restrict__ a_rows, long long lda, int m, const T* __restrict__ row,
-                                        int k, int k0, int step, float* acc) {
-  constexpr int kBatch = 4;
-  const T* a[M];
-#pragma unroll
-  for (int r = 0; r < M; ++r) a[r] = a_rows + (r < m ? r : m - 1) * lda;
-  for (; k0 + (kBatch - 1) * step < k; k0 += kBatch * step) {
-    uint4 wv[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-#pragma unroll
-      for (int r = 0; r < M; ++r) acc[r] += dot16(wv[j], __ldg(reinterpret_cast<const uint4*>(a[r] + k0 + j * step)));
-    }
-  }
-  if (k0 < k) {
-    // The last batch, partial: a chunk past K reads the batch's first chunk again (in bounds, so
-    // that the loads need no branch) and adds nothing.
-    uint4 wv[kBatch];
-    int at[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      at[j] = k0 + j * step < k ? k0 + j * step : k0;
-      wv[j] = __ldg(reinterpret_cast<const uint4*>(row + at[j]));
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const bool keep = k0 + j * step < k;  // a select, not a product: 0 * inf would be NaN
-#pragma unroll
-      for (int r = 0; r < M; ++r) {
-        const float d = dot16(wv[j], __ldg(reinterpret_cast<const uint4*>(a[r] + at[j])));
-        acc[r] += keep ? d : 0.f;
-      }
-    }
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(128) NAME(
-    const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw, const T* __restrict__ bias,
-    T* __restrict__ out, int m, int n, int k, int warps_per_element) {
+    const T* __restrict__ a, const T* __restrict__ w, long long ldw, const T* __restrict__ bias,
+    T* __restrict__ out, int n, int k, int warps_per_element) {
   constexpr int kVec = 16 / sizeof(T);
-  constexpr int kMaxRows = 8;
-  __shared__ float partial[4][kMaxRows];
+  constexpr int kBatch = 4;
+  __shared__ float partial[4];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long element = (long long)blockIdx.x * (4 / warps_per_element) + warp / warps_per_element;
   const int part = warp % warps_per_element;
   const bool valid = element < n;
-  float acc[kMaxRows];
-#pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) acc[r] = 0.f;
+  float acc = 0.f;
   if (valid) {
     const T* row = w + element * ldw;
     const int step = warps_per_element * 32 * kVec;
-    const int k0 = (part * 32 + lane) * kVec;
-    if (m == 1) zn_rows<1>(a, lda, m, row, k, k0, step, acc);
-    else if (m == 2) zn_rows<2>(a, lda, m, row, k, k0, step, acc);
-    else if (m <= 4) zn_rows<4>(a, lda, m, row, k, k0, step, acc);
-    else zn_rows<8>(a, lda, m, row, k, k0, step, acc);
-  }
+    int k0 = (part * 32 + lane) * kVec;
+    for (; k0 + (kBatch - 1) * step < k; k0 += kBatch * step) {
+      uint4 wv[kBatch], av[kBatch];
 #pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-    if (r < m) {
+      for (int j = 0; j < kBatch; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
 #pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+      for (int j = 0; j < kBatch; ++j) av[j] = __ldg(reinterpret_cast<const uint4*>(a + k0 + j * step));
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) acc += dot16(wv[j], av[j]);
+    }
+    if (k0 < k) {
+      // The last batch, partial: a chunk past K reads the batch's first chunk again (in bounds,
+      // so that the loads need no branch) and is not added (a select: 0 * inf would be NaN).
+      uint4 wv[kBatch], av[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int at = k0 + j * step < k ? k0 + j * step : k0;
+        wv[j] = __ldg(reinterpret_cast<const uint4*>(row + at));
+        av[j] = __ldg(reinterpret_cast<const uint4*>(a + at));
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float d = dot16(wv[j], av[j]);
+        acc += k0 + j * step < k ? d : 0.f;
+      }
     }
   }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
   if (warps_per_element > 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < kMaxRows; ++r) partial[warp][r] = acc[r];
-    }
+    if (lane == 0) partial[warp] = acc;
     __syncthreads();
     if (lane == 0 && part == 0) {
-#pragma unroll
-      for (int r = 0; r < kMaxRows; ++r) {
-        float sum = 0.f;
-        for (int j = 0; j < warps_per_element; ++j) sum += partial[warp + j][r];
-        acc[r] = sum;
-      }
+      acc = 0.f;
+      for (int j = 0; j < warps_per_element; ++j) acc += partial[warp + j];
     }
   }
   if (!valid || part != 0 || lane != 0) return;
   const float b = bias != nullptr ? to_float(bias[element]) : 0.f;
-#pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-    if (r < m) out[(long long)r * n + element] = from_float(epilogue(acc[r] + b));
-  }
+  out[element] = from_float(epilogue(acc + b));
 }
 )";
 
@@ -214,12 +176,13 @@ bool has_matrix_vector_form(const MatmulProgram& program) {
 }
 
 bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& group) {
-  if (!has_matrix_vector_form(program) || program.b_input < 0 ||
-      static_cast<std::size_t>(program.b_input) >= group.inputs.size()) {
-    return false;
-  }
+  const auto in_group = [&](int input) { return input >= 0 && static_cast<std::size_t>(input) < group.inputs.size(); };
+  if (!has_matrix_vector_form(program) || !in_group(program.a_input) || !in_group(program.b_input)) return false;
+  const auto& a = group.value(group.inputs[program.a_input]).type;
   const auto& b = group.value(group.inputs[program.b_input]).type;
-  return b.numel() * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
+  // One row: A's sizes other than K are all 1 (the signature's sizes are the launches' sizes).
+  const bool one_row = a.rank() >= 1 && a.sizes.back() > 0 && a.numel() == a.sizes.back();
+  return one_row && b.numel() * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
 }
 
 std::string matrix_vector_name(const MatmulProgram& program) {
@@ -255,22 +218,20 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
       view_matrices(out_dims.sizes.data(), out_dims.strides.data(), out_dims.rank(), LeadingDims::FoldIntoRows, false);
   if (!av || !bv || !ov) return std::nullopt;
   MatrixVectorLaunch launch;
-  launch.m = av->rows.count;
   launch.k = av->cols.count;
   launch.n = bv->cols.count;
   const std::int64_t vec = vector_elements(program.dtype);
-  if (launch.m < 1 || launch.m > kMatrixVectorMaxRows || launch.n < 1 || launch.k < 1 || launch.k % vec != 0 ||
+  if (av->rows.count != 1 || launch.n < 1 || launch.k < 1 || launch.k % vec != 0 ||
       launch.k > INT_MAX || launch.n > INT_MAX || bv->rows.count != launch.k ||
       launch.n * launch.k * element_size(program.dtype) > kMatrixVectorMaxWeightBytes) {
     return std::nullopt;
   }
   // Unit stride along K for A and B (B read as [K, N]: column n is the weight's row n, whatever
-  // tensor holds it); rows 16 bytes apart (a single row's stride is unused).
+  // tensor holds it); the weight's rows 16 bytes apart (A's one row has no stride that matters).
   if (av->cols.stride != 1 || bv->rows.stride != 1) return std::nullopt;
-  launch.lda = launch.m > 1 ? av->rows.stride : launch.k;
   launch.ldw = launch.n > 1 ? bv->cols.stride : launch.k;
-  if (launch.lda % vec != 0 || launch.ldw % vec != 0) return std::nullopt;
-  if (ov->rows.count != launch.m || ov->cols.count != launch.n ||
+  if (launch.ldw % vec != 0) return std::nullopt;
+  if (ov->rows.count != 1 || ov->cols.count != launch.n ||
       !is_contiguous(out_dims.sizes.data(), out_dims.strides.data(), out_dims.rank())) {
     return std::nullopt;
   }
@@ -308,13 +269,13 @@ void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch
   int warps = matrix_vector_warps_per_element(launch.n, launch.k, launch.element_bytes, multiprocessors);
   const std::int64_t per_block = kWarps / warps;
   const auto blocks = static_cast<unsigned>((launch.n + per_block - 1) / per_block);
-  long long lda = launch.lda, ldw = launch.ldw;
-  int m = static_cast<int>(launch.m), n = static_cast<int>(launch.n), k = static_cast<int>(launch.k);
+  long long ldw = launch.ldw;
+  int n = static_cast<int>(launch.n), k = static_cast<int>(launch.k);
   const void* a = launch.a;
   const void* w = launch.w;
   const void* bias = launch.bias;
   void* out = launch.out;
-  void* params[] = {&a, &lda, &w, &ldw, &bias, &out, &m, &n, &k, &warps};
+  void* params[] = {&a, &w, &ldw, &bias, &out, &n, &k, &warps};
   check(cudaLaunchKernel(function, dim3(blocks), dim3(kThreads), params, 0, stream), "launching the matrix-vector kernel");
 }
 
