@@ -280,6 +280,15 @@ __device__ __forceinline__ float zn_round_bf16(float v) { return __bfloat162floa
 __device__ __forceinline__ float zn_relu(float a) { return (a > 0.f || a != a) ? a : 0.f; }
 __device__ __forceinline__ float zn_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float zn_min(float a, float b) { return (a != a || a < b) ? a : b; }
+// The first statement of the elementwise, row and blind-rows kernels: a kernel launched after this
+// one as a programmatic dependent launch (the matrix-vector kernel, backends/cuda/
+// programmatic_launch.h) may start now, load its weight, and wait for this one to finish before it
+// reads anything this one writes. A kernel launched as usual after it is not affected.
+__device__ __forceinline__ void zn_let_next_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 )";
 
 }  // namespace

@@ -3,7 +3,8 @@
 // kernel per group (kernel_codegen), as do a decode step's attention and a max pool; matrix products with their bias and activation epilogue
 // become one cuBLASLt call (cublaslt_matmul), or, with one row in linear's form, one generated
 // matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
-// to measure cuBLASLt alone). A generated kernel is found in the kernel cache or compiles it with
+// to measure cuBLASLt alone), in a CUDA graph launched to start while the kernel before it ends
+// (programmatic_launch.h; ZENITH_PROGRAMMATIC_LAUNCH=0 turns that off). A generated kernel is found in the kernel cache or compiles it with
 // NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU
 // plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
@@ -25,6 +26,7 @@
 #include "backends/cuda/matrix_vector.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/operand_checks.h"
+#include "backends/cuda/programmatic_launch.h"
 #include "core/graph_json.h"
 #include "core/op_registry.h"
 #include "core/plugin_guard.h"
@@ -53,6 +55,7 @@ struct FusedKernel {
 struct MatrixProduct {
   MatmulProgram program;
   std::shared_ptr<LoadedKernel> matrix_vector;
+  bool weight_read_only = false;  // the kernel may load the weight before the kernel before it ends
 };
 
 // What compile hands the host: a generated kernel, or a matrix product.
@@ -63,6 +66,7 @@ using JitKernel = std::variant<FusedKernel, MatrixProduct>;
 struct PlannedProduct {
   MatmulProgram program;
   bool matrix_vector = false;
+  bool weight_read_only = false;  // nothing in the plan writes the weight (matrix_vector_weight_read_only)
 };
 
 using Planned = std::variant<GeneratedKernel, PlannedProduct>;
@@ -83,6 +87,7 @@ struct Context {
   std::unique_ptr<zenith::cuda::CublasLtMatmul> blas;  // null when cuBLASLt could not start
   std::string blas_failure;
   bool matrix_vector = true;  // ZENITH_MATRIX_VECTOR=0 sends every product to cuBLASLt
+  bool programmatic_launch = false;  // the matrix-vector kernel launched early in graphs (sm_90 on)
 };
 
 zn_status* fail(zn_status_code code, const std::string& message) {
@@ -109,7 +114,8 @@ std::variant<Planned, std::string> plan(const char* json, size_t size) {
     if (auto* why = std::get_if<std::string>(&planned)) return std::move(*why);
     auto& program = std::get<MatmulProgram>(planned);
     const bool matrix_vector = zenith::cuda::matrix_vector_may_serve(program, group);
-    return Planned{PlannedProduct{std::move(program), matrix_vector}};
+    const bool read_only = zenith::cuda::matrix_vector_weight_read_only(program, group);
+    return Planned{PlannedProduct{std::move(program), matrix_vector, read_only}};
   }
   auto generated = zenith::cuda::generate_kernel(group);
   if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
@@ -151,6 +157,7 @@ zn_status* jit_init(const char*, void** context_out) {
     context->multiprocessors = sms;
     const char* matrix_vector = std::getenv("ZENITH_MATRIX_VECTOR");
     context->matrix_vector = matrix_vector == nullptr || std::strcmp(matrix_vector, "0") != 0;
+    context->programmatic_launch = zenith::cuda::programmatic_launch_enabled(major);
     context->cache = std::make_unique<zenith::cuda::KernelCache>(zenith::cuda::KernelCache::default_folder());
     // Without cuBLASLt the generated kernels still work; matrix products then go to the next backend.
     try {
@@ -261,7 +268,7 @@ FusedKernel build_fused(Context& context, GeneratedKernel kernel, const char* op
 // The product's program, with the matrix-vector kernel where a launch of the group may use it. The
 // kernel's source is its own key: it changes whenever anything the kernel does changes.
 MatrixProduct build_product(Context& context, PlannedProduct planned, const char* options_json, bool& from_cache) {
-  MatrixProduct product{std::move(planned.program), nullptr};
+  MatrixProduct product{std::move(planned.program), nullptr, planned.weight_read_only};
   if (context.matrix_vector && planned.matrix_vector) {
     auto source = zenith::cuda::matrix_vector_source(product.program);
     product.matrix_vector =
@@ -331,8 +338,13 @@ void launch_product(const Context& context, const MatrixProduct& product, const 
   for (size_t o = 0; o < args.num_outputs; ++o) outputs.push_back(&args.outputs[o]);
   if (product.matrix_vector) {
     if (auto fit = zenith::cuda::matrix_vector_fit(program, inputs, outputs)) {
+      const auto stream = static_cast<cudaStream_t>(args.stream);
+      // Early only within the plan's CUDA graph, where the kernel before it is the plan's own
+      // (programmatic_launch.h).
+      const bool early = context.programmatic_launch && product.weight_read_only &&
+                         zenith::cuda::stream_is_capturing(stream);
       zenith::cuda::launch_matrix_vector(reinterpret_cast<const void*>(product.matrix_vector->function), *fit,
-                                         context.multiprocessors, static_cast<cudaStream_t>(args.stream));
+                                         context.multiprocessors, stream, early);
       return;
     }
   }

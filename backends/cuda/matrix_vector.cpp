@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/matrix_geometry.h"
+#include "backends/cuda/programmatic_launch.h"
 
 namespace zenith::cuda {
 namespace {
@@ -110,12 +111,33 @@ extern "C" __global__ void __launch_bounds__(128) NAME(
   const int part = warp % warps_per_element;
   const bool valid = element < n;
   float acc = 0.f;
+  const T* row = w + (valid ? element : 0) * ldw;
+  const int step = warps_per_element * 32 * kVec;
+  int k0 = (part * 32 + lane) * kVec;
+  // The first batch of the weight is loaded before the wait: launched as a programmatic dependent
+  // launch (backends/cuda/programmatic_launch.h, only when nothing in the plan writes the weight)
+  // the loads are in flight while the kernel before this one finishes; A and the output are
+  // touched only after it. Launched as usual, the wait returns at once.
+  uint4 wv[kBatch];
+  const bool first_batch = valid && k0 + (kBatch - 1) * step < k;
+  if (first_batch) {
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  if (first_batch) {
+    uint4 av[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) av[j] = __ldg(reinterpret_cast<const uint4*>(a + k0 + j * step));
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) acc += dot16(wv[j], av[j]);
+    k0 += kBatch * step;
+  }
   if (valid) {
-    const T* row = w + element * ldw;
-    const int step = warps_per_element * 32 * kVec;
-    int k0 = (part * 32 + lane) * kVec;
     for (; k0 + (kBatch - 1) * step < k; k0 += kBatch * step) {
-      uint4 wv[kBatch], av[kBatch];
+      uint4 av[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) wv[j] = __ldg(reinterpret_cast<const uint4*>(row + k0 + j * step));
 #pragma unroll
@@ -126,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(128) NAME(
     if (k0 < k) {
       // The last batch, partial: a chunk past K reads the batch's first chunk again (in bounds,
       // so that the loads need no branch) and is not added (a select: 0 * inf would be NaN).
-      uint4 wv[kBatch], av[kBatch];
+      uint4 av[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int at = k0 + j * step < k ? k0 + j * step : k0;
@@ -183,6 +205,11 @@ bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& grou
   // One row: A's sizes other than K are all 1 (the signature's sizes are the launches' sizes).
   const bool one_row = a.rank() >= 1 && a.sizes.back() > 0 && a.numel() == a.sizes.back();
   return one_row && b.numel() * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
+}
+
+bool matrix_vector_weight_read_only(const MatmulProgram& program, const ir::Graph& group) {
+  if (program.b_input < 0 || static_cast<std::size_t>(program.b_input) >= group.inputs.size()) return false;
+  return group.value(group.inputs[program.b_input]).role == ir::ValueRole::Parameter;
 }
 
 std::string matrix_vector_name(const MatmulProgram& program) {
@@ -265,7 +292,7 @@ int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_
 }
 
 void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int multiprocessors,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool early) {
   int warps = matrix_vector_warps_per_element(launch.n, launch.k, launch.element_bytes, multiprocessors);
   const std::int64_t per_block = kWarps / warps;
   const auto blocks = static_cast<unsigned>((launch.n + per_block - 1) / per_block);
@@ -276,7 +303,8 @@ void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch
   const void* bias = launch.bias;
   void* out = launch.out;
   void* params[] = {&a, &w, &ldw, &bias, &out, &n, &k, &warps};
-  check(cudaLaunchKernel(function, dim3(blocks), dim3(kThreads), params, 0, stream), "launching the matrix-vector kernel");
+  check(launch_generated_kernel(function, dim3(blocks), dim3(kThreads), params, stream, early),
+        "launching the matrix-vector kernel");
 }
 
 }  // namespace zenith::cuda

@@ -45,6 +45,11 @@ bool has_matrix_vector_form(const MatmulProgram& program);
 /// plugin builds the kernel only then: otherwise every launch would go to cuBLASLt anyway.
 bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& group);
 
+/// Whether nothing in the plan writes `program`'s weight: the group's B input has the role
+/// Parameter (core/group.h: a parameter, buffer or constant, or a view of one, that no node of the
+/// plan writes). Only then may the kernel be launched to start before the kernel before it ends.
+bool matrix_vector_weight_read_only(const MatmulProgram& program, const ir::Graph& group);
+
 /// The kernel's extern "C" name for `program`'s dtype, bias and epilogue.
 std::string matrix_vector_name(const MatmulProgram& program);
 
@@ -77,8 +82,10 @@ std::optional<MatrixVectorLaunch> matrix_vector_fit(const MatmulProgram& program
 int matrix_vector_warps_per_element(std::int64_t n, std::int64_t k, int element_bytes, int multiprocessors);
 
 /// Enqueues the kernel (`function`, loaded from matrix_vector_source's binary) for `launch` on
-/// `stream`. Throws std::runtime_error with CUDA's message when the launch fails.
+/// `stream`; with `early`, as a programmatic dependent launch (programmatic_launch.h), which the
+/// caller asks for only when the weight is read-only for the plan and the stream is being captured
+/// into the plan's graph. Throws std::runtime_error with CUDA's message when the launch fails.
 void launch_matrix_vector(const void* function, const MatrixVectorLaunch& launch, int multiprocessors,
-                          cudaStream_t stream);
+                          cudaStream_t stream, bool early);
 
 }  // namespace zenith::cuda

@@ -1,7 +1,8 @@
 // CUDA graphs of inference plans (CompileOptions::cuda_graphs, on by default): from a signature's
 // third call its plan replays as one graph. Replays match eager on fresh inputs, results a caller
 // keeps are never overwritten by a later replay, parameters updated in place or replaced are seen,
-// arguments the forward writes are written where they lie, the graphs of every size share one
+// arguments the forward writes are written where they lie, products of one token launched early
+// read their inputs complete, the graphs of every size share one
 // memory pool and keep none of it between replays, and plans a graph cannot serve (value checks, a
 // capture that fails) run launch by launch. Label gpu.
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -157,6 +158,49 @@ TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
   for (auto& p : mlp->parameters()) p.set_data(torch::randn_like(p));  // new memory
   for (int call = 0; call < 5; ++call) check("replaced, call " + std::to_string(call));
   EXPECT_GE(fast.stats().graph_replays, 4);
+}
+
+// A decode step's chain at one token: normalized rows (a row kernel), a product of one row (the
+// matrix-vector kernel), GELU and the residual, six layers, each kernel reading what the one before
+// it wrote. In the graph the products start before the kernel before them ends and load their
+// weights early (backends/cuda/programmatic_launch.h): a product reading its input before the wait
+// would see the last call's row or a half-written one (fresh inputs every call make either an
+// error of the values' own size), and a weight updated in place between calls must be read anew.
+struct TokenChainImpl : torch::nn::Module {
+  TokenChainImpl() {
+    for (int i = 0; i < 6; ++i) {
+      layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(torch::nn::LinearOptions(256, 256).bias(false))));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor h = x;
+    for (auto& layer : layers) {
+      auto n = h * torch::rsqrt((h * h).mean(-1, true) + 1e-6);
+      h = h + torch::gelu(layer->forward(n), "tanh");
+    }
+    return h;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+TORCH_MODULE(TokenChain);
+
+TEST_F(InferenceGraphs, ProductsOfOneTokenStartEarlyAndReadTheirInputsComplete) {
+  torch::NoGradGuard no_grad;
+  TokenChain chain;
+  chain->to(kDevice);
+  chain->eval();
+  auto fast = zenith::compile(chain, no_fallback("token chain"));
+  auto check = [&](const std::string& what) {
+    auto x = torch::randn({1, 1, 256}, kDevice);
+    expect_close(fast(x), chain->forward(x), kRtol, kAtol, what);
+  };
+  for (int call = 0; call < 6; ++call) check("call " + std::to_string(call));
+  EXPECT_EQ(fast.stats().graph_captures, 1);
+  EXPECT_GE(fast.stats().graph_replays, 3);
+  for (auto& p : chain->parameters()) p.mul_(-0.5);  // where the graph's early loads read them
+  for (int call = 0; call < 3; ++call) check("weights updated in place, call " + std::to_string(call));
+  EXPECT_EQ(fast.stats().graph_captures, 1);
+  EXPECT_GE(fast.stats().graph_replays, 6);
 }
 
 TEST_F(InferenceGraphs, OffByOptionRunsLaunchByLaunch) {
