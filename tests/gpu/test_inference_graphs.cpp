@@ -2,9 +2,9 @@
 // third call its plan replays as one graph. Replays match eager on fresh inputs, results a caller
 // keeps are never overwritten by a later replay, parameters updated in place or replaced are seen,
 // arguments the forward writes are written where they lie, products of one token launched early
-// read their inputs complete, the graphs of every size share one
-// memory pool and keep none of it between replays, and plans a graph cannot serve (value checks, a
-// capture that fails) run launch by launch. Label gpu.
+// read their inputs complete, the graphs of every size share one memory pool and keep none of it
+// between replays, and plans a graph cannot serve (value checks, a capture that fails) run launch
+// by launch. Label gpu.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
