@@ -96,7 +96,7 @@ std::string epilogue_code(MatmulEpilogue epilogue) {
 // consecutive chunks, so each warp's loads are whole 512-byte lines. A batch's four weight loads
 // are issued before any is used, and none sits in a branch of its own (loads in such branches
 // went out one after another, each waiting on the last: the decode attention's SASS showed it,
-// see attention_codegen.cpp). One warp a weight row and batches of four measured fastest of 32
+// see attention_codegen.cpp). One warp a weight row and batches of four measured fastest of 39
 // variants on an H200 (docs/performance.md, 2026-11-28); batches of eight made the compiler use
 // the first load before issuing the rest.
 constexpr const char* kBody = R"(
