@@ -4,7 +4,7 @@
 // become one cuBLASLt call (cublaslt_matmul), or, with one row in linear's form, one generated
 // matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
 // to measure cuBLASLt alone), in a CUDA graph launched to start while the kernel before it ends
-// (programmatic_launch.h; ZENITH_PROGRAMMATIC_LAUNCH=0 turns that off). A generated kernel is found in the kernel cache or compiles it with
+// (programmatic_launch.h; only with ZENITH_PROGRAMMATIC_LAUNCH=1). A generated kernel is found in the kernel cache or compiles it with
 // NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU
 // plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>

@@ -7,7 +7,7 @@ namespace zenith::cuda {
 
 bool programmatic_launch_enabled(int major) {
   const char* setting = std::getenv("ZENITH_PROGRAMMATIC_LAUNCH");
-  return major >= 9 && (setting == nullptr || std::strcmp(setting, "0") != 0);
+  return major >= 9 && setting != nullptr && std::strcmp(setting, "1") == 0;
 }
 
 cudaError_t launch_generated_kernel(const void* function, dim3 grid, dim3 block, void** params, cudaStream_t stream,

@@ -10,7 +10,8 @@
 // (core/read_only_values.h: a parameter or constant no node writes; the group input's role says
 // so) and the stream is being captured into the plan's CUDA graph, where every kernel before it is
 // the plan's own; outside a graph the kernel before it may be the application's, writing the
-// weight. The generated elementwise, row and blind-rows kernels let the kernel after them start
+// weight (ZENITH_PROGRAMMATIC_LAUNCH=1 turns it on; see programmatic_launch_enabled for why it is
+// off by default). The generated elementwise, row and blind-rows kernels let the kernel after them start
 // as soon as they begin (`griddepcontrol.launch_dependents`); a kernel launched as usual after
 // them still starts only when they have finished, so for every other kernel nothing changes.
 #pragma once
@@ -20,7 +21,9 @@
 namespace zenith::cuda {
 
 /// Whether a device of compute capability `major` takes programmatic dependent launches (9.0 on),
-/// and the user has not turned them off with ZENITH_PROGRAMMATIC_LAUNCH=0.
+/// and the user asked for them with ZENITH_PROGRAMMATIC_LAUNCH=1. Off by default: the plugin cannot
+/// yet tell the host's capture of a plan's graph from an application's own capture around a call,
+/// where the kernel before the matrix-vector kernel may be the application's, writing the weight.
 bool programmatic_launch_enabled(int major);
 
 /// Enqueues `function` (a kernel handle from cudaLibraryGetKernel, or a function pointer) on
