@@ -7,7 +7,7 @@
 // Not part of the build (it needs nvcc, which the project does not): on a GPU machine,
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/matrix_vector_variants bench/matrix_vector_variants.cu -lcublas
 //   /tmp/matrix_vector_variants
-// The figures it gave are in docs/performance.md (2026-11-28, 12:52 and 12:54 UTC); the kernel the
+// The figures it gave are in docs/performance.md (2026-11-28, 12:51 and 12:52 UTC); the kernel the
 // JIT CUDA plugin generates (backends/cuda/matrix_vector.cpp) is its "b4 rpw1" variant: one warp a
 // weight row (two warps for 2048 rows), four 16-byte loads a batch.
 #include <cublas_v2.h>
@@ -291,7 +291,7 @@ Variant make_async(int threads) {
 int main() {
   const Shape shapes[] = {{2560, 2048, "qkv"}, {2048, 2048, "o"}, {11264, 2048, "gate-up"},
                           {2048, 5632, "down"}, {32000, 2048, "lm_head"}};
-  // The first run's variants (12:52 UTC), then the second's (12:54 UTC) around the fastest.
+  // The first run's variants (12:51 UTC), then the second's (12:52 UTC) around the fastest.
   std::vector<Variant> variants = {
       make<4, 1, 1, 0>(128),  make<8, 1, 1, 0>(128),  make<8, 1, 1, 0>(256), make<8, 1, 1, 1>(128),
       make<8, 1, 1, 2>(128),  make<4, 2, 1, 0>(128),  make<8, 2, 1, 0>(128), make<8, 2, 1, 1>(128),

@@ -21,10 +21,7 @@ std::vector<bool> read_only_values(const Graph& graph) {
   for (const auto& node : graph.nodes) {
     const auto facts = alias_facts(node);
     const auto inputs = node.input_ids();
-    for (int id : facts.mutated_inputs) {
-      written.insert(bases[id].begin(), bases[id].end());
-      if (bases[id].empty()) owns_memory_of_its_own[id] = true;
-    }
+    for (int id : facts.mutated_inputs) written.insert(bases[id].begin(), bases[id].end());
     for (std::size_t r = 0; r < node.outputs.size(); ++r) {
       const int out = node.outputs[r];
       if (r < facts.output_writes.size() && facts.output_writes[r] >= 0) {

@@ -146,21 +146,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
     if (j < p.keys) {
       const T* kj = k + j * p.ks[2];
       if (k_vectors) {
-        // Element e of every vector before element e + 1 of any, so that no load is put off
-        // until an earlier one has been used.
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-#pragma unroll
-          for (int c = 0; c < KB; ++c) {
-            const float x = zn_lane(kraw[c], e);
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][c * VEC + e], x, s[r]);
-          }
-#pragma unroll
-        for (int c0 = KB; c0 < CH; c0 += KB) {  // a head wider than KB vectors: the rest now
-          uint4 raw[KB];
-#pragma unroll
-          for (int c = 0; c < KB; ++c) raw[c] = *reinterpret_cast<const uint4*>(kj + (c0 + c) * VEC);
+        // KB vectors of the key, from vector c0 on, times every row's query: element e of every
+        // vector before element e + 1 of any, so that no load is put off until an earlier one
+        // has been used.
+        auto score = [&](const uint4 (&raw)[KB], int c0) {
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
 #pragma unroll
@@ -169,6 +158,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 #pragma unroll
               for (int r = 0; r < ROWS; ++r) s[r] = fmaf(q_s[r][(c0 + c) * VEC + e], x, s[r]);
             }
+        };
+        score(kraw, 0);
+#pragma unroll
+        for (int c0 = KB; c0 < CH; c0 += KB) {  // a head wider than KB vectors: the rest now
+          uint4 raw[KB];
+#pragma unroll
+          for (int c = 0; c < KB; ++c) raw[c] = *reinterpret_cast<const uint4*>(kj + (c0 + c) * VEC);
+          score(raw, c0);
         }
       } else {
         // Strided or unaligned keys (rare): one load an element, a few in flight at a time.
