@@ -73,7 +73,8 @@ std::shared_ptr<Kernel> Backend::compile(const std::string& group_json, const st
 }
 
 void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
-                     void* stream, std::vector<DLManagedTensor*>* provided) const {
+                     void* stream, std::vector<DLManagedTensor*>* provided,
+                     const std::uint8_t* inputs_unwritten) const {
   zn_launch_args args{};
   args.struct_size = sizeof(args);
   args.kernel = kernel.handle();
@@ -82,6 +83,7 @@ void Backend::launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, 
   args.outputs = outputs.data();
   args.num_outputs = outputs.size();
   args.stream = stream;
+  args.inputs_unwritten = inputs_unwritten;
   if (provided != nullptr) {
     if (!kernel.provides_outputs() || provided->size() != outputs.size()) {
       throw Error(fmt::format("launching a {} kernel: outputs in its own memory asked of a kernel that cannot give them",

@@ -86,8 +86,11 @@ class Backend {
   /// Launches a kernel; throws zenith::Error with the plugin's message on failure. `provided`
   /// (zn_launch_args.provided, only for a kernel that provides_outputs) has one null entry per
   /// output and receives the outputs the kernel hands back; on failure the host frees them.
+  /// `inputs_unwritten` (zn_launch_args.inputs_unwritten: null, or one entry per input) is given
+  /// only while the host records a CUDA graph of its own plan.
   void launch(const Kernel& kernel, const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs,
-              void* stream, std::vector<DLManagedTensor*>* provided = nullptr) const;
+              void* stream, std::vector<DLManagedTensor*>* provided = nullptr,
+              const std::uint8_t* inputs_unwritten = nullptr) const;
   /// Frees a kernel (Kernel's destructor calls this).
   void release(zn_kernel* kernel) const;
 

@@ -7,8 +7,7 @@
 
 namespace zenith::ir {
 
-Group extract_group(const Graph& parent, const std::vector<int>& nodes, const std::vector<std::vector<int>>& consumers,
-                    const std::vector<bool>& read_only) {
+Group extract_group(const Graph& parent, const std::vector<int>& nodes, const std::vector<std::vector<int>>& consumers) {
   Group group;
   group.nodes = nodes;
   Graph& g = group.graph;
@@ -27,8 +26,7 @@ Group extract_group(const Graph& parent, const std::vector<int>& nodes, const st
     const auto& node = parent.nodes[index];
     for (int id : node.input_ids()) {
       if (produced[id] || std::find(g.inputs.begin(), g.inputs.end(), id) != g.inputs.end()) continue;
-      const bool fixed = static_cast<std::size_t>(id) < read_only.size() && read_only[id];
-      add_value(id, fixed ? ValueRole::Parameter : ValueRole::Input);
+      add_value(id, ValueRole::Input);
       g.inputs.push_back(id);
     }
     auto facts = alias_facts(node);

@@ -18,11 +18,7 @@ struct Group {
 };
 
 /// Cuts `nodes` (indices into `parent.nodes`, in order) out of `parent`. `consumers` is
-/// parent.consumers(), passed in so that partitioning many groups computes it once. The group's
-/// inputs have the role Input, or Parameter where `read_only` (read_only_values(parent), empty for
-/// none) says no node of the parent writes them: a parameter, buffer or constant, or a view of one,
-/// that a backend may read before the kernels before it in the plan have finished.
-Group extract_group(const Graph& parent, const std::vector<int>& nodes, const std::vector<std::vector<int>>& consumers,
-                    const std::vector<bool>& read_only = {});
+/// parent.consumers(), passed in so that partitioning many groups computes it once.
+Group extract_group(const Graph& parent, const std::vector<int>& nodes, const std::vector<std::vector<int>>& consumers);
 
 }  // namespace zenith::ir

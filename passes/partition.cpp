@@ -9,7 +9,6 @@
 #include "core/graph_json.h"
 #include "core/op_schema.h"
 #include "core/printer.h"
-#include "core/read_only_values.h"
 #include "zenith/error.h"
 
 namespace zenith::passes {
@@ -37,7 +36,6 @@ std::string reasons_text(const std::vector<std::string>& declined) {
 
 std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<const Backend*>& backends) {
   auto consumers = graph.consumers();
-  const auto read_only = ir::read_only_values(graph);
   std::vector<int> group_of(graph.nodes.size(), -1);
   std::vector<std::vector<int>> groups;
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
@@ -52,7 +50,7 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
   std::string first_unclaimed;
   auto place_single = [&](int n) {
     PlacedGroup single;
-    single.group = ir::extract_group(graph, {n}, consumers, read_only);
+    single.group = ir::extract_group(graph, {n}, consumers);
     if (ir::alias_facts(graph.nodes[n]).is_view) {
       placed.push_back(std::move(single));
       return;
@@ -80,7 +78,7 @@ std::vector<PlacedGroup> partition(const ir::Graph& graph, const std::vector<con
       continue;
     }
     PlacedGroup candidate;
-    candidate.group = ir::extract_group(graph, groups[g], consumers, read_only);
+    candidate.group = ir::extract_group(graph, groups[g], consumers);
     candidate.group_json = ir::to_json(candidate.group.graph, ir::GraphKind::Group, 0).dump();
     candidate.backend = claim(backends, candidate.group_json, candidate.declined);
     for (int member : groups[g]) done[member] = true;

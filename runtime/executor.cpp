@@ -24,7 +24,7 @@ void* current_stream(const c10::Device& device) {
   return guard.getStream(device).native_handle();
 }
 
-void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
+void run_kernel_step(const Step& step, std::vector<at::Tensor>& values, const std::uint8_t* inputs_unwritten) {
   // The step's device is current while it runs, whatever the caller's is: plugins launch, and
   // allocate workspace through the host, on the current device (a module on cuda:1 called while
   // cuda:0 is current).
@@ -55,7 +55,8 @@ void run_kernel_step(const Step& step, std::vector<at::Tensor>& values) {
     }
     outputs.push_back(borrow_dlpack(values[step.outputs[o]]));
   }
-  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step.device), ask ? &provided : nullptr);
+  step.kernel->backend().launch(*step.kernel, inputs, outputs, current_stream(step.device), ask ? &provided : nullptr,
+                                inputs_unwritten);
   try {
     for (std::size_t o = 0; o < step.outputs.size(); ++o) {
       if (!asked[o]) continue;
@@ -140,7 +141,7 @@ c10::IValue nest_outputs(const ir::OutputStructure& structure, const std::vector
 }
 
 void run_step(const Step& step, std::vector<at::Tensor>& values) {
-  if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values);
+  if (step.kind == Step::Kind::Kernel) run_kernel_step(step, values, nullptr);
   else run_host_step(step, values);
 }
 
@@ -149,7 +150,7 @@ c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer*
 }
 
 std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer,
-                                     const DerivedValues* derived) {
+                                     const DerivedValues* derived, const UnwrittenInputs* unwritten) {
   const auto& graph = plan.graph;
   // The graph holds the casts autocast made when it was traced; autocast must not cast again.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
@@ -171,7 +172,12 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> i
     const auto& step = plan.steps[index];
     if (derived != nullptr && derived->derived(index)) continue;
     if (timer != nullptr) timer->before(index, step);
-    run_step(step, values);
+    if (unwritten != nullptr && step.kind == Step::Kind::Kernel) {
+      const auto& entry = (*unwritten)[index];
+      run_kernel_step(step, values, entry.empty() ? nullptr : entry.data());
+    } else {
+      run_step(step, values);
+    }
     if (timer != nullptr) timer->after(step);
     check_through(static_cast<int>(index));
     for (int id : step.release_after) values[id].reset();

@@ -9,6 +9,7 @@
 
 #include "core/plan.h"
 #include "runtime/step_timer.h"
+#include "runtime/unwritten_inputs.h"
 
 namespace zenith {
 
@@ -32,13 +33,14 @@ class ValueCheckFailed : public std::runtime_error {
 /// outputs nested as the graph's output structure. Throws zenith::Error when a backend fails. With
 /// a `timer`, each step is timed (a replay profile). With `derived` (the plan's DerivedValues), its
 /// derived steps do not run: their kept results are read (computed again first when a parameter
-/// changed).
+/// changed). With `unwritten` (only while the host records the plan as a CUDA graph), each kernel
+/// step is launched with its entry (zn_launch_args.inputs_unwritten).
 c10::IValue execute(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr,
                     const DerivedValues* derived = nullptr);
 
 /// Runs `plan` and returns its graph outputs flat, in order.
 std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> inputs, StepTimer* timer = nullptr,
-                                     const DerivedValues* derived = nullptr);
+                                     const DerivedValues* derived = nullptr, const UnwrittenInputs* unwritten = nullptr);
 
 /// Runs one step of a plan on `values` (by graph value id): reads its inputs there and puts its
 /// outputs there.

@@ -76,6 +76,7 @@ class CudaPlanGraph final : public PlanGraph {
                 std::shared_ptr<const DerivedValues> derived, std::shared_ptr<GraphPool> pool)
       : plan_(std::move(plan)),
         derived_(std::move(derived)),
+        unwritten_(unwritten_inputs(*plan_, derived_.get())),
         by_address_(std::move(by_address)),
         copied_outputs_(copied_outputs),
         staged_(copied_outputs_ >= plan_->graph.outputs.size()),
@@ -234,7 +235,9 @@ class CudaPlanGraph final : public PlanGraph {
           // Allocated on the capturing stream, the buffers come from the pool (nothing is
           // launched: a replay copies the call's tensors in before it runs the graph).
           if (staged_) make_buffers();
-          outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get());
+          // Recorded into the plan's own graph: the kernels may read what nothing in it writes
+          // early (runtime/unwritten_inputs.h).
+          outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get(), &unwritten_);
           graph->capture_end();
         } catch (const std::exception& error) {
           failure = error.what();
@@ -330,6 +333,7 @@ class CudaPlanGraph final : public PlanGraph {
 
   const std::shared_ptr<const Plan> plan_;
   const std::shared_ptr<const DerivedValues> derived_;
+  const UnwrittenInputs unwritten_;  // what each kernel step may read early in the graph
   const std::vector<bool> by_address_;
   const std::size_t copied_outputs_;
   // Every output is copied out: the graph keeps no memory past its capture (make_plan_graph).

@@ -8,7 +8,6 @@
 #include "core/aten_call.h"
 #include "core/graph_json.h"
 #include "core/group.h"
-#include "core/read_only_values.h"
 #include "zenith/error.h"
 
 namespace zenith::capture {
@@ -216,7 +215,6 @@ Instance SymbolicPlan::instantiate(const Signature& signature, const std::string
     }
   }
   std::vector<std::vector<int>> consumers;
-  std::vector<bool> read_only;
   for (std::size_t s = 0; s < plan->steps.size(); ++s) {
     auto& step = plan->steps[s];
     if (step.kind == Step::Kind::Host) {
@@ -229,11 +227,8 @@ Instance SymbolicPlan::instantiate(const Signature& signature, const std::string
     if (fits && !step_arguments_symbolic_[s]) continue;
     // Compiled again for these sizes: dispatcher groups bind new arguments (no compiler runs), a
     // kernel past its 32-bit offsets gets its 64-bit version.
-    if (consumers.empty()) {
-      consumers = plan->graph.consumers();
-      read_only = ir::read_only_values(plan->graph);
-    }
-    auto group = ir::extract_group(plan->graph, step.nodes, consumers, read_only);
+    if (consumers.empty()) consumers = plan->graph.consumers();
+    auto group = ir::extract_group(plan->graph, step.nodes, consumers);
     if (group.graph.inputs != step.inputs || group.graph.outputs != step.outputs) {
       instance.refusal = fmt::format("step {} reads or writes other values at these sizes", s);
       return instance;

@@ -4,7 +4,7 @@
 // become one cuBLASLt call (cublaslt_matmul), or, with one row in linear's form, one generated
 // matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
 // to measure cuBLASLt alone), in a CUDA graph launched to start while the kernel before it ends
-// (programmatic_launch.h; only with ZENITH_PROGRAMMATIC_LAUNCH=1). A generated kernel is found in the kernel cache or compiles it with
+// (programmatic_launch.h). A generated kernel is found in the kernel cache or compiles it with
 // NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU
 // plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
@@ -55,7 +55,6 @@ struct FusedKernel {
 struct MatrixProduct {
   MatmulProgram program;
   std::shared_ptr<LoadedKernel> matrix_vector;
-  bool weight_read_only = false;  // the kernel may load the weight before the kernel before it ends
 };
 
 // What compile hands the host: a generated kernel, or a matrix product.
@@ -66,7 +65,6 @@ using JitKernel = std::variant<FusedKernel, MatrixProduct>;
 struct PlannedProduct {
   MatmulProgram program;
   bool matrix_vector = false;
-  bool weight_read_only = false;  // nothing in the plan writes the weight (matrix_vector_weight_read_only)
 };
 
 using Planned = std::variant<GeneratedKernel, PlannedProduct>;
@@ -114,8 +112,7 @@ std::variant<Planned, std::string> plan(const char* json, size_t size) {
     if (auto* why = std::get_if<std::string>(&planned)) return std::move(*why);
     auto& program = std::get<MatmulProgram>(planned);
     const bool matrix_vector = zenith::cuda::matrix_vector_may_serve(program, group);
-    const bool read_only = zenith::cuda::matrix_vector_weight_read_only(program, group);
-    return Planned{PlannedProduct{std::move(program), matrix_vector, read_only}};
+    return Planned{PlannedProduct{std::move(program), matrix_vector}};
   }
   auto generated = zenith::cuda::generate_kernel(group);
   if (auto* why = std::get_if<std::string>(&generated)) return std::move(*why);
@@ -268,7 +265,7 @@ FusedKernel build_fused(Context& context, GeneratedKernel kernel, const char* op
 // The product's program, with the matrix-vector kernel where a launch of the group may use it. The
 // kernel's source is its own key: it changes whenever anything the kernel does changes.
 MatrixProduct build_product(Context& context, PlannedProduct planned, const char* options_json, bool& from_cache) {
-  MatrixProduct product{std::move(planned.program), nullptr, planned.weight_read_only};
+  MatrixProduct product{std::move(planned.program), nullptr};
   if (context.matrix_vector && planned.matrix_vector) {
     auto source = zenith::cuda::matrix_vector_source(product.program);
     product.matrix_vector =
@@ -339,10 +336,10 @@ void launch_product(const Context& context, const MatrixProduct& product, const 
   if (product.matrix_vector) {
     if (auto fit = zenith::cuda::matrix_vector_fit(program, inputs, outputs)) {
       const auto stream = static_cast<cudaStream_t>(args.stream);
-      // Early only within the plan's CUDA graph, where the kernel before it is the plan's own
-      // (programmatic_launch.h).
-      const bool early = context.programmatic_launch && product.weight_read_only &&
-                         zenith::cuda::stream_is_capturing(stream);
+      // Early only where the host records its own plan's graph and nothing recorded there writes
+      // the weight (zn_launch_args.inputs_unwritten; programmatic_launch.h).
+      const bool early = context.programmatic_launch && ZN_HAS_FIELD(&args, zn_launch_args, inputs_unwritten) &&
+                         args.inputs_unwritten != nullptr && args.inputs_unwritten[program.b_input] == 1;
       zenith::cuda::launch_matrix_vector(reinterpret_cast<const void*>(product.matrix_vector->function), *fit,
                                          context.multiprocessors, stream, early);
       return;

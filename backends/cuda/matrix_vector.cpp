@@ -207,11 +207,6 @@ bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& grou
   return one_row && b.numel() * element_size(program.dtype) <= kMatrixVectorMaxWeightBytes;
 }
 
-bool matrix_vector_weight_read_only(const MatmulProgram& program, const ir::Graph& group) {
-  if (program.b_input < 0 || static_cast<std::size_t>(program.b_input) >= group.inputs.size()) return false;
-  return group.value(group.inputs[program.b_input]).role == ir::ValueRole::Parameter;
-}
-
 std::string matrix_vector_name(const MatmulProgram& program) {
   return fmt::format("zenith_matvec_{}_{}{}", dtype_word(program.dtype), epilogue_word(program.epilogue),
                      program.bias_input >= 0 ? "_bias" : "");

@@ -45,11 +45,6 @@ bool has_matrix_vector_form(const MatmulProgram& program);
 /// plugin builds the kernel only then: otherwise every launch would go to cuBLASLt anyway.
 bool matrix_vector_may_serve(const MatmulProgram& program, const ir::Graph& group);
 
-/// Whether nothing in the plan writes `program`'s weight: the group's B input has the role
-/// Parameter (core/group.h: a parameter, buffer or constant, or a view of one, that no node of the
-/// plan writes). Only then may the kernel be launched to start before the kernel before it ends.
-bool matrix_vector_weight_read_only(const MatmulProgram& program, const ir::Graph& group);
-
 /// The kernel's extern "C" name for `program`'s dtype, bias and epilogue.
 std::string matrix_vector_name(const MatmulProgram& program);
 

@@ -7,7 +7,7 @@ namespace zenith::cuda {
 
 bool programmatic_launch_enabled(int major) {
   const char* setting = std::getenv("ZENITH_PROGRAMMATIC_LAUNCH");
-  return major >= 9 && setting != nullptr && std::strcmp(setting, "1") == 0;
+  return major >= 9 && (setting == nullptr || std::strcmp(setting, "0") != 0);
 }
 
 cudaError_t launch_generated_kernel(const void* function, dim3 grid, dim3 block, void** params, cudaStream_t stream,
@@ -24,15 +24,6 @@ cudaError_t launch_generated_kernel(const void* function, dim3 grid, dim3 block,
   config.attrs = &attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelExC(&config, function, params);
-}
-
-bool stream_is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    cudaGetLastError();  // clear it: the caller launches as usual
-    return false;
-  }
-  return status == cudaStreamCaptureStatusActive;
 }
 
 }  // namespace zenith::cuda

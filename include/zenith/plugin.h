@@ -40,6 +40,8 @@
  * allocates its results (a dispatcher call) hands them over instead of copying them, and
  * zn_compile_args.graph_safe, so that the host may replay a plan's launches as one CUDA graph.
  * 1.5 appends zn_compile_args.kernel_name, so that profiles and logs name what a step launches.
+ * 1.6 appends zn_launch_args.inputs_unwritten, so that a kernel recorded into the host's CUDA graph
+ * of a plan may read its weights before the kernels before it have finished.
  */
 #ifndef ZENITH_PLUGIN_H
 #define ZENITH_PLUGIN_H
@@ -56,7 +58,7 @@ extern "C" {
 /** ABI major version: a plugin of another major is never loaded. */
 #define ZN_ABI_MAJOR 1
 /** ABI minor version: grows when a field is appended to a table or argument struct. */
-#define ZN_ABI_MINOR 5
+#define ZN_ABI_MINOR 6
 
 /** Name of the one symbol a plugin exports (type: zn_plugin_get_api_fn). */
 #define ZN_PLUGIN_ENTRY_SYMBOL "zn_plugin_get_api"
@@ -199,6 +201,15 @@ typedef struct zn_launch_args {
                                   and sharing no memory with an input or another output. The host
                                   takes ownership and calls its deleter when done with it, also when
                                   the launch fails. Outputs with data are written as always. */
+  const uint8_t* inputs_unwritten; /**< in (since 1.6): NULL, or num_inputs entries. The host passes
+                                  it only while it records a CUDA graph of its own plan on `stream`,
+                                  where every launch before this one is the plan's own. An entry is
+                                  1 where the input's memory was complete before the graph starts
+                                  (a parameter, a buffer, a constant, or a value the host computed
+                                  from them before) and no launch recorded into the graph writes it;
+                                  such an input may be read before the launches before this one have
+                                  finished (a CUDA programmatic dependent launch that reads only those
+                                  inputs before it waits for the kernel before it). */
 } zn_launch_args;
 
 /** The table a plugin returns. Fields are append-only. */

@@ -1,5 +1,5 @@
 // When the JIT CUDA plugin launches the matrix-vector kernel as a programmatic dependent launch:
-// from compute capability 9.0 with ZENITH_PROGRAMMATIC_LAUNCH=1. Needs no GPU; that such
+// from compute capability 9.0 unless ZENITH_PROGRAMMATIC_LAUNCH=0. Needs no GPU; that such
 // launches compute what eager does is the gpu tests' (InferenceGraphs.
 // ProductsOfOneTokenStartEarlyAndReadTheirInputsComplete, and the decoders of the zoo's CUDA tests).
 #include <gtest/gtest.h>
@@ -33,26 +33,22 @@ class ScopedSetting {
   std::optional<std::string> old_;
 };
 
-TEST(ProgrammaticLaunch, OffUnlessAskedFor) {
+TEST(ProgrammaticLaunch, OnFromComputeCapabilityNine) {
   ScopedSetting unset(nullptr);
-  EXPECT_FALSE(programmatic_launch_enabled(9)) << "an application's own capture could hide a weight's writer";
-  EXPECT_FALSE(programmatic_launch_enabled(10));
+  EXPECT_TRUE(programmatic_launch_enabled(9));
+  EXPECT_TRUE(programmatic_launch_enabled(10));
+  EXPECT_FALSE(programmatic_launch_enabled(8)) << "an older device cannot";
 }
 
-TEST(ProgrammaticLaunch, OneTurnsItOnFromComputeCapabilityNine) {
-  {
-    ScopedSetting on("1");
-    EXPECT_TRUE(programmatic_launch_enabled(9));
-    EXPECT_TRUE(programmatic_launch_enabled(10));
-    EXPECT_FALSE(programmatic_launch_enabled(8)) << "an older device cannot, whatever the setting";
-  }
+TEST(ProgrammaticLaunch, ZeroTurnsItOff) {
   {
     ScopedSetting off("0");
     EXPECT_FALSE(programmatic_launch_enabled(9));
   }
   {
-    ScopedSetting other("yes");
-    EXPECT_FALSE(programmatic_launch_enabled(9)) << "only 1 turns it on";
+    ScopedSetting on("1");
+    EXPECT_TRUE(programmatic_launch_enabled(9));
+    EXPECT_FALSE(programmatic_launch_enabled(8)) << "an older device cannot, whatever the setting";
   }
 }
 

@@ -163,33 +163,34 @@ TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
 }
 
 // A decode step's chain at one token: normalized rows (a row kernel), a product of one row (the
-// matrix-vector kernel), GELU and the residual, six layers, each kernel reading what the one before
-// it wrote. In the graph the products start before the kernel before them ends and load their
-// weights early (backends/cuda/programmatic_launch.h): a product reading its input before the wait
+// matrix-vector kernel) of two sibling weights the plan keeps concatenated, GELU, a product and the
+// residual, six layers, each kernel reading what the one before it wrote. In the graph the products
+// start before the kernel before them ends and load their weights early (backends/cuda/
+// programmatic_launch.h, runtime/unwritten_inputs.h): a product reading its input before the wait
 // would see the last call's row or a half-written one (fresh inputs every call make either an
 // error of the values' own size), and a weight updated in place between calls must be read anew.
 struct TokenChainImpl : torch::nn::Module {
   TokenChainImpl() {
+    auto linear = [] { return torch::nn::Linear(torch::nn::LinearOptions(256, 256).bias(false)); };
     for (int i = 0; i < 6; ++i) {
-      layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(torch::nn::LinearOptions(256, 256).bias(false))));
+      gates.push_back(register_module("gate" + std::to_string(i), linear()));
+      ups.push_back(register_module("up" + std::to_string(i), linear()));
     }
   }
   torch::Tensor forward(torch::Tensor x) {
     torch::Tensor h = x;
-    for (auto& layer : layers) {
+    for (std::size_t i = 0; i < gates.size(); ++i) {
       auto n = h * torch::rsqrt((h * h).mean(-1, true) + 1e-6);
-      h = h + torch::gelu(layer->forward(n), "tanh");
+      h = h + torch::gelu(gates[i]->forward(n), "tanh") * ups[i]->forward(n);
     }
     return h;
   }
-  std::vector<torch::nn::Linear> layers;
+  // Sibling products of one input: the plan reads their weights concatenated, a value it keeps.
+  std::vector<torch::nn::Linear> gates, ups;
 };
 TORCH_MODULE(TokenChain);
 
 TEST_F(InferenceGraphs, ProductsOfOneTokenStartEarlyAndReadTheirInputsComplete) {
-  // Early launches are asked for (off by default); the plugin reads the setting when this process
-  // first loads it, at this test's first compile (ctest runs each test in a process of its own).
-  setenv("ZENITH_PROGRAMMATIC_LAUNCH", "1", 1);
   torch::NoGradGuard no_grad;
   TokenChain chain;
   chain->to(kDevice);

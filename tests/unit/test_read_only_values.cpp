@@ -1,11 +1,10 @@
-// Which values no node of a graph writes (core/read_only_values.h), and the group inputs that say
-// so (core/group.h): the JIT CUDA plugin loads such a weight before the kernel before it has
-// finished, so a value counted wrongly here would be read half-written on a GPU.
+// Which values no node of a graph writes (core/read_only_values.h): in a plan's CUDA graph the JIT
+// CUDA plugin loads such a weight before the kernel before it has finished
+// (runtime/unwritten_inputs.h), so a value counted wrongly here would be read half-written on a GPU.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
-#include "core/group.h"
 #include "core/read_only_values.h"
 #include "unit/graph_builders.h"
 
@@ -67,27 +66,6 @@ TEST(ReadOnlyValues, AWriteThroughAViewReachesTheParameter) {
   const auto read_only = ir::read_only_values(g);
   EXPECT_FALSE(read_only[w]);
   EXPECT_FALSE(read_only[row]);
-}
-
-TEST(ReadOnlyValues, GroupInputsNothingWritesAreParametersTheOthersInputs) {
-  GraphBuilder b;
-  const int x = b.input({2, 8});
-  const int w = b.parameter({4, 8}, "w");
-  const int v = b.parameter({4, 8}, "v");
-  const int wt = b.op("aten::t", "", {value("self", w)});
-  const int y = b.op("aten::mm", "", {value("self", x), value("mat2", wt)});
-  const int written = b.op("aten::mul_", "Scalar", {value("self", v), testing::real("other", 2.0)});
-  auto g = b.finish({y, written});
-  const auto consumers = g.consumers();
-  const auto read_only = ir::read_only_values(g);
-  auto group = ir::extract_group(g, {1}, consumers, read_only);  // the mm
-  ASSERT_EQ(group.graph.inputs, (std::vector<int>{x, wt}));
-  EXPECT_EQ(group.graph.value(x).role, ir::ValueRole::Input);
-  EXPECT_EQ(group.graph.value(wt).role, ir::ValueRole::Parameter);
-  auto write = ir::extract_group(g, {2}, consumers, read_only);
-  EXPECT_EQ(write.graph.value(v).role, ir::ValueRole::Input) << "written by the plan";
-  auto without = ir::extract_group(g, {1}, consumers);
-  EXPECT_EQ(without.graph.value(wt).role, ir::ValueRole::Input) << "no analysis given: every input is an Input";
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+#include "runtime/unwritten_inputs.h"
+
+#include <algorithm>
+
+#include "core/read_only_values.h"
+#include "runtime/derived_values.h"
+
+namespace zenith {
+
+UnwrittenInputs unwritten_inputs(const Plan& plan, const DerivedValues* derived) {
+  auto unwritten = ir::read_only_values(plan.graph);
+  UnwrittenInputs result(plan.steps.size());
+  for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+    const auto& step = plan.steps[s];
+    if (derived != nullptr && derived->derived(s)) {
+      // Computed before the graph runs, and only from memory nothing in it writes: its results
+      // stay as they are while the graph runs (the derivation writes nothing in place, and no step
+      // writes what it makes: DerivedValues::of).
+      const bool settled = std::all_of(step.inputs.begin(), step.inputs.end(), [&](int id) { return unwritten[id]; });
+      for (int id : step.outputs) unwritten[id] = settled;
+      continue;
+    }
+    if (step.kind != Step::Kind::Kernel) continue;
+    auto& entry = result[s];
+    for (int id : step.inputs) entry.push_back(unwritten[id] ? 1 : 0);
+  }
+  return result;
+}
+
+}  // namespace zenith

@@ -1,0 +1,27 @@
+// The inputs of a plan's kernel steps that no launch of the plan writes, for a CUDA graph of the
+// plan: a kernel recorded into the graph may read them before the kernels before it have finished
+// (zn_launch_args.inputs_unwritten; the JIT CUDA plugin starts its matrix-vector kernel early and
+// loads the weight while the kernel before it runs). Counted: parameters, buffers and constants
+// that no step writes and views of them (ir::read_only_values), and the values the plan keeps
+// derived from such alone (runtime/derived_values.h), which are computed before the graph runs and
+// are not recomputed inside it. Everything else (call inputs, results of steps that run) is not.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/plan.h"
+
+namespace zenith {
+
+class DerivedValues;
+
+/// Per step of a plan (by index): empty for a host step, else one entry per step input, 1 where
+/// the input is unwritten as above.
+using UnwrittenInputs = std::vector<std::vector<std::uint8_t>>;
+
+/// The unwritten inputs of `plan`'s kernel steps when its graph skips `derived`'s steps (null:
+/// every step runs in the graph).
+UnwrittenInputs unwritten_inputs(const Plan& plan, const DerivedValues* derived);
+
+}  // namespace zenith
