@@ -62,6 +62,7 @@ __device__ __forceinline__ float zn_warp_sum(float v) {
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
+  zn_follow_kernel_before();
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int WARPS = THREADS / 32;
   constexpr int GPW = 32 / CH;  // lane groups of a warp, CH lanes each: one 16-byte slice a lane

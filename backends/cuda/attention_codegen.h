@@ -36,7 +36,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kAttentionCodegenVersion = 7;
+constexpr int kAttentionCodegenVersion = 8;
 
 /// Query rows of one (batch, head) one block takes; more rows are spread over more blocks. One:
 /// a block's work is serial, so a decode step's few heads need many blocks. Measured on an H100

@@ -52,7 +52,7 @@ __device__ __forceinline__ float zn_logit(const Args& p, const T* q, const T* k,
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
-  zn_let_next_kernel_start();
+  zn_follow_kernel_before();
   const int lane = threadIdx.x & 31;
   const long long row = (long long)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
   if (row >= p.batch * p.heads * p.rows) return;  // the whole warp

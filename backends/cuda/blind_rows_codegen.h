@@ -25,7 +25,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kBlindRowsCodegenVersion = 3;
+constexpr int kBlindRowsCodegenVersion = 4;
 
 /// Threads of every block: a warp per query row, eight rows a block.
 constexpr int kBlindRowsThreads = 256;

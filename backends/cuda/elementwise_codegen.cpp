@@ -327,7 +327,7 @@ class Generator {
     }
     code += "};\n\n";
     code += fmt::format("extern \"C\" __global__ void __launch_bounds__(256) {}(const Args p) {{\n", kernel_.name);
-    code += "  zn_let_next_kernel_start();\n";
+    code += "  zn_follow_kernel_before();\n";
     code += fmt::format("  typedef {} Index;\n", kernel_.index64 ? "long long" : "int");
     for (std::size_t k = 0; k < operands_.size(); ++k) {
       const char* type = storage_type(operands_[k].dtype);

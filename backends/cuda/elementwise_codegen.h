@@ -19,7 +19,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kElementwiseCodegenVersion = 5;
+constexpr int kElementwiseCodegenVersion = 6;
 
 /// How one operand is laid out against the iteration space; decides its indexing code.
 enum class OperandClass {

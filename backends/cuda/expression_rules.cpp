@@ -280,12 +280,16 @@ __device__ __forceinline__ float zn_round_bf16(float v) { return __bfloat162floa
 __device__ __forceinline__ float zn_relu(float a) { return (a > 0.f || a != a) ? a : 0.f; }
 __device__ __forceinline__ float zn_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ float zn_min(float a, float b) { return (a != a || a < b) ? a : b; }
-// The first statement of the elementwise, row and blind-rows kernels: a kernel launched after this
-// one as a programmatic dependent launch (the matrix-vector kernel, backends/cuda/
-// programmatic_launch.h) may start now, load its weight, and wait for this one to finish before it
-// reads anything this one writes. A kernel launched as usual after it is not affected.
-__device__ __forceinline__ void zn_let_next_kernel_start() {
+// The first statement of every generated kernel but the max pool's. Launched as a programmatic
+// dependent launch (in a plan's CUDA graph: backends/cuda/programmatic_launch.h) the kernel may be
+// resident before the kernel before it has finished; it waits here until that one has finished and
+// its writes are visible (after a launch as usual there is nothing to wait for). Then it lets the
+// kernel after it start: a programmatic dependent launch after it is dispatched while this one
+// runs and waits for it in turn (the matrix-vector kernel loads its weight first). Waiting before
+// letting the next one start keeps at most one kernel waiting ahead of the one that runs.
+__device__ __forceinline__ void zn_follow_kernel_before() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }

@@ -1,12 +1,13 @@
 // The JIT CUDA backend plugin: claims fused groups on CUDA tensors. Elementwise chains, and row
 // reductions and normalizations with their elementwise neighbours, become one generated CUDA C++
-// kernel per group (kernel_codegen), as do a decode step's attention and a max pool; matrix products with their bias and activation epilogue
-// become one cuBLASLt call (cublaslt_matmul), or, with one row in linear's form, one generated
-// matrix-vector kernel that streams the weight (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off,
-// to measure cuBLASLt alone), in a CUDA graph launched to start while the kernel before it ends
-// (programmatic_launch.h). A generated kernel is found in the kernel cache or compiles it with
-// NVRTC for this device, and launches it on the host's stream. Priority 300: above the PyTorch GPU
-// plugin, which runs whatever this one declines.
+// kernel per group (kernel_codegen), as do a decode step's attention and a max pool; matrix
+// products with their bias and activation epilogue become one cuBLASLt call (cublaslt_matmul), or,
+// with one row in linear's form, one generated matrix-vector kernel that streams the weight
+// (matrix_vector; ZENITH_MATRIX_VECTOR=0 turns it off, to measure cuBLASLt alone). In the host's
+// CUDA graph of a plan, generated kernels are launched to be dispatched while the kernel before
+// them ends (programmatic_launch.h). A generated kernel is found in the kernel cache or compiles
+// it with NVRTC for this device, and launches it on the host's stream. Priority 300: above the
+// PyTorch GPU plugin, which runs whatever this one declines.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -316,13 +317,24 @@ zn_status* jit_compile(void* context_ptr, zn_compile_args* args) {
   });
 }
 
+// Whether the host records this launch into its own plan's CUDA graph (it passes inputs_unwritten
+// only then), where the generated kernels are programmatic dependent launches.
+bool in_host_graph(const zn_launch_args& args) {
+  return ZN_HAS_FIELD(&args, zn_launch_args, inputs_unwritten) && args.inputs_unwritten != nullptr;
+}
+
+// In the host's graph, a kernel that waits for the kernel before it as its first statement is
+// dispatched while that one runs (programmatic_launch.h).
 void launch_fused(const Context& context, const FusedKernel& fused, const std::vector<const DLTensor*>& operands,
-                  cudaStream_t stream) {
+                  const zn_launch_args& args) {
   auto config = zenith::cuda::launch_config(fused.kernel, operands, context.multiprocessors);
   if (config.blocks == 0) return;
   void* params[] = {config.words.data()};
-  check(cudaLaunchKernel(reinterpret_cast<const void*>(fused.loaded->function), dim3(static_cast<unsigned>(config.blocks)),
-                         dim3(static_cast<unsigned>(config.threads)), params, 0, stream),
+  const bool early = context.programmatic_launch && in_host_graph(args) && fused.kernel.follows_kernel_before();
+  check(zenith::cuda::launch_generated_kernel(reinterpret_cast<const void*>(fused.loaded->function),
+                                              dim3(static_cast<unsigned>(config.blocks)),
+                                              dim3(static_cast<unsigned>(config.threads)), params,
+                                              static_cast<cudaStream_t>(args.stream), early),
         "launching the generated kernel");
 }
 
@@ -338,8 +350,7 @@ void launch_product(const Context& context, const MatrixProduct& product, const 
       const auto stream = static_cast<cudaStream_t>(args.stream);
       // Early only where the host records its own plan's graph and nothing recorded there writes
       // the weight (zn_launch_args.inputs_unwritten; programmatic_launch.h).
-      const bool early = context.programmatic_launch && ZN_HAS_FIELD(&args, zn_launch_args, inputs_unwritten) &&
-                         args.inputs_unwritten != nullptr && args.inputs_unwritten[program.b_input] == 1;
+      const bool early = context.programmatic_launch && in_host_graph(args) && args.inputs_unwritten[program.b_input] == 1;
       zenith::cuda::launch_matrix_vector(reinterpret_cast<const void*>(product.matrix_vector->function), *fit,
                                          context.multiprocessors, stream, early);
       return;
@@ -375,7 +386,7 @@ zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {
     std::vector<const DLTensor*> operands;
     for (size_t i = 0; i < args->num_inputs; ++i) operands.push_back(&args->inputs[i]);
     for (size_t o = 0; o < args->num_outputs; ++o) operands.push_back(&args->outputs[o]);
-    launch_fused(context, fused, operands, static_cast<cudaStream_t>(args->stream));
+    launch_fused(context, fused, operands, *args);
     return nullptr;
   });
 }

@@ -20,6 +20,8 @@ bool GeneratedKernel::index64() const {
   return std::visit([](const auto& k) { return k.index64; }, kernel);
 }
 
+bool GeneratedKernel::follows_kernel_before() const { return !std::holds_alternative<PoolKernel>(kernel); }
+
 namespace {
 
 template <typename Kernel>

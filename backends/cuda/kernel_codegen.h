@@ -35,6 +35,10 @@ struct GeneratedKernel {
   const std::vector<int>& operands() const;
   /// The kernel computes offsets in 64 bits; otherwise it serves at most kMax32BitExtent elements.
   bool index64() const;
+  /// The kernel reads nothing before it has waited for the kernel before it (zn_follow_kernel_before,
+  /// its first statement), so it may be launched as a programmatic dependent launch: every kind but
+  /// the max pool.
+  bool follows_kernel_before() const;
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan)

@@ -115,9 +115,10 @@ extern "C" __global__ void __launch_bounds__(128) NAME(
   const int step = warps_per_element * 32 * kVec;
   int k0 = (part * 32 + lane) * kVec;
   // The first batch of the weight is loaded before the wait: launched as a programmatic dependent
-  // launch (backends/cuda/programmatic_launch.h, only when nothing in the plan writes the weight)
-  // the loads are in flight while the kernel before this one finishes; A and the output are
-  // touched only after it. Launched as usual, the wait returns at once.
+  // launch (backends/cuda/programmatic_launch.h, only when nothing in the plan's graph writes the
+  // weight) the loads are in flight while the kernel before this one finishes; A and the output
+  // are touched only after it. Launched as usual, the wait returns at once. After it, the kernel
+  // after this one may start (zn_follow_kernel_before in the other generated kernels).
   uint4 wv[kBatch];
   const bool first_batch = valid && k0 + (kBatch - 1) * step < k;
   if (first_batch) {
@@ -126,6 +127,7 @@ extern "C" __global__ void __launch_bounds__(128) NAME(
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   if (first_batch) {
     uint4 av[kBatch];

@@ -1,21 +1,22 @@
-// Programmatic dependent launch (compute capability 9.0 and up) of the matrix-vector kernel: the
-// device may start it while the kernel before it on the stream is still running, so that its
-// first weight loads are in flight when that kernel finishes. At batch 1 a decode step is a chain
-// of short kernels, each of which otherwise waits for the one before it to drain, and only then
-// is dispatched and issues its first loads: about a microsecond of memory latency per product.
+// Programmatic dependent launches (compute capability 9.0 and up) in a plan's CUDA graph: the
+// device may dispatch a kernel while the kernel before it on the stream is still running. At batch
+// 1 a decode step is a chain of short kernels, each of which otherwise waits for the one before it
+// to drain, and only then is dispatched and issues its first loads: about a microsecond a kernel.
 //
-// Correctness rests on three things. The matrix-vector kernel reads only its weight before
-// `griddepcontrol.wait` (which returns once every kernel it depends on has completed and its
-// writes are visible). It is launched so only where the host says the weight is unwritten
-// (zn_launch_args.inputs_unwritten, ABI 1.6): the host is recording a CUDA graph of its own plan,
-// so every kernel before it is the plan's, and none of them writes the weight (a parameter,
-// buffer or constant no step writes, or a value the host derived from them before the graph;
-// runtime/unwritten_inputs.h). Outside such a graph (launch by launch, or inside an application's
-// own capture around a call) the kernel before it may be the application's, writing the weight,
-// and the host passes nothing. The generated elementwise, row and blind-rows kernels let the kernel
-// after them start as soon as they begin (`griddepcontrol.launch_dependents`); a kernel launched
-// as usual after them still starts only when they have finished, so for every other kernel
-// nothing changes. ZENITH_PROGRAMMATIC_LAUNCH=0 turns the early launches off.
+// Every generated kernel but the max pool starts with zn_follow_kernel_before (the device prelude,
+// expression_rules.cpp): it waits (`griddepcontrol.wait`) until the kernel before it has finished
+// and its writes are visible, then lets the kernel after it be dispatched
+// (`griddepcontrol.launch_dependents`). Such a kernel reads nothing before the wait, so it is
+// launched so whenever the host records its plan's graph; it gains its dispatch. The
+// matrix-vector kernel also loads the first batch of its weight before its wait, so it is launched
+// so only where the host says nothing recorded in the graph writes the weight
+// (zn_launch_args.inputs_unwritten, ABI 1.6, runtime/unwritten_inputs.h: a parameter, buffer or
+// constant no step writes, or a value the host derived from them before the graph runs). The host
+// passes that only while it records a CUDA graph of its own plan, where every kernel before this
+// one is the plan's; outside such a graph (launch by launch, or inside an application's own
+// capture around a call) the kernel before it may be the application's, writing the weight, and
+// every launch is as usual. A kernel launched as usual after one of these (cuBLASLt's, ATen's)
+// still starts only when it has finished. ZENITH_PROGRAMMATIC_LAUNCH=0 turns them all off.
 #pragma once
 
 #include <cuda_runtime_api.h>

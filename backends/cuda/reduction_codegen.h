@@ -34,7 +34,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kReductionCodegenVersion = 6;
+constexpr int kReductionCodegenVersion = 7;
 
 /// The row kernels' vector path: kRowVectorWidth consecutive elements a load or store, at most
 /// kRowElementsPerThread elements a thread held in registers across the sweeps.

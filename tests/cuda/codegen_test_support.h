@@ -51,7 +51,8 @@ inline void expect_compiles(const std::string& source, const std::string& kernel
 }
 
 /// The kernel of kind `Kernel` generate_kernel makes for `graph`; a test failure (and an empty
-/// kernel) when it declines the group or makes another kind.
+/// kernel) when it declines the group or makes another kind, or when it says it may be launched
+/// as a programmatic dependent launch and its first statement does not wait (or the other way).
 template <typename Kernel>
 Kernel generated_kernel(const ir::Graph& graph) {
   auto generated = generate_kernel(graph);
@@ -59,7 +60,13 @@ Kernel generated_kernel(const ir::Graph& graph) {
     ADD_FAILURE() << "not generated: " << *why;
     return {};
   }
-  const auto* kernel = std::get_if<Kernel>(&std::get<GeneratedKernel>(generated).kernel);
+  const auto& whole = std::get<GeneratedKernel>(generated);
+  // Launched as a programmatic dependent launch in a plan's graph (backends/cuda/
+  // programmatic_launch.h), a kernel that read anything before waiting for the kernel before it
+  // could read what that one is still writing.
+  const bool waits_first = whole.source().find("(const Args p) {\n  zn_follow_kernel_before();\n") != std::string::npos;
+  EXPECT_EQ(whole.follows_kernel_before(), waits_first) << whole.source();
+  const auto* kernel = std::get_if<Kernel>(&whole.kernel);
   if (kernel == nullptr) {
     ADD_FAILURE() << "generated another kind of kernel than the one expected";
     return {};

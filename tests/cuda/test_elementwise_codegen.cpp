@@ -64,6 +64,12 @@ TEST(ElementwiseCodegen, EveryDtypeAndLayoutCompiles) {
   }
 }
 
+TEST(ElementwiseCodegen, WaitsForTheKernelBeforeAsItsFirstStatement) {
+  // generated_kernel checks that the first statement waits, as follows_kernel_before says.
+  auto kernel = codegen_test::generated_kernel<ElementwiseKernel>(chain({64, 128}, at::kHalf, {128}));
+  EXPECT_FALSE(kernel.source.empty());
+}
+
 TEST(ElementwiseCodegen, EveryKnownOpCompiles) {
   GraphBuilder b;
   int x = b.input({8, 8});
