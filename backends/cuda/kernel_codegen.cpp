@@ -36,6 +36,7 @@ std::variant<GeneratedKernel, std::string> generate_kernel(const ir::Graph& grou
   if (has_attention(group)) return wrap(generate_attention(group));
   if (has_blind_rows(group)) return wrap(generate_blind_rows(group));
   if (has_max_pool(group)) return wrap(generate_max_pool(group));
+  if (has_index_copy(group)) return wrap(generate_index_copy(group));
   if (has_row_reduction(group)) return wrap(generate_reduction(group));
   return wrap(generate_elementwise(group));
 }
@@ -106,6 +107,15 @@ LaunchConfig pool_launch(const PoolKernel& kernel, const std::vector<const DLTen
   return config;
 }
 
+LaunchConfig index_copy_launch(const IndexCopyKernel& kernel, const std::vector<const DLTensor*>& operands,
+                               int multiprocessors) {
+  LaunchConfig config;
+  config.words = pack_index_copy_arguments(kernel, operands);
+  config.threads = kIndexCopyThreads;
+  config.blocks = grid_stride_blocks(config.words[0], kIndexCopyThreads, multiprocessors);
+  return config;
+}
+
 }  // namespace
 
 LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<const DLTensor*>& operands,
@@ -114,6 +124,7 @@ LaunchConfig launch_config(const GeneratedKernel& kernel, const std::vector<cons
   if (const auto* a = std::get_if<AttentionKernel>(&kernel.kernel)) return attention_launch(*a, operands);
   if (const auto* b = std::get_if<BlindRowsKernel>(&kernel.kernel)) return blind_rows_launch(*b, operands);
   if (const auto* p = std::get_if<PoolKernel>(&kernel.kernel)) return pool_launch(*p, operands, multiprocessors);
+  if (const auto* c = std::get_if<IndexCopyKernel>(&kernel.kernel)) return index_copy_launch(*c, operands, multiprocessors);
   return reduction_launch(std::get<ReductionKernel>(kernel.kernel), operands, multiprocessors);
 }
 

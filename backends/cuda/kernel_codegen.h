@@ -2,7 +2,7 @@
 // elementwise nodes go to elementwise_codegen; groups that reduce or normalize over their inner
 // dimensions go to reduction_codegen; an attention node with a decode step's few queries goes to
 // attention_codegen, an attention_blind_rows node to blind_rows_codegen, a max_pool2d node to
-// pool_codegen.
+// pool_codegen, an index_copy_ node (a static KV cache's write) to index_copy_codegen.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "backends/cuda/attention_codegen.h"
 #include "backends/cuda/blind_rows_codegen.h"
 #include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/index_copy_codegen.h"
 #include "backends/cuda/pool_codegen.h"
 #include "backends/cuda/reduction_codegen.h"
 #include "core/graph.h"
@@ -23,7 +24,7 @@ namespace zenith::cuda {
 
 /// A generated kernel of any kind.
 struct GeneratedKernel {
-  std::variant<ElementwiseKernel, ReductionKernel, AttentionKernel, BlindRowsKernel, PoolKernel> kernel;
+  std::variant<ElementwiseKernel, ReductionKernel, AttentionKernel, BlindRowsKernel, PoolKernel, IndexCopyKernel> kernel;
 
   /// The shape class, canonical text: no value ids, no sizes.
   const std::string& key() const;
