@@ -236,8 +236,9 @@ class CudaPlanGraph final : public PlanGraph {
           // launched: a replay copies the call's tensors in before it runs the graph).
           if (staged_) make_buffers();
           // Recorded into the plan's own graph: the kernels may read what nothing in it writes
-          // early (runtime/unwritten_inputs.h).
-          outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get(), &unwritten_);
+          // early (runtime/unwritten_inputs.h), unless that memory is also an input it may write.
+          const auto unwritten = read_only_memory_shared(*plan_, graph_inputs) ? nothing_unwritten(unwritten_) : unwritten_;
+          outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get(), &unwritten);
           graph->capture_end();
         } catch (const std::exception& error) {
           failure = error.what();

@@ -1,6 +1,7 @@
 #include "runtime/unwritten_inputs.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/read_only_values.h"
 #include "runtime/derived_values.h"
@@ -25,6 +26,24 @@ UnwrittenInputs unwritten_inputs(const Plan& plan, const DerivedValues* derived)
     for (int id : step.inputs) entry.push_back(unwritten[id] ? 1 : 0);
   }
   return result;
+}
+
+bool read_only_memory_shared(const Plan& plan, const std::vector<at::Tensor>& inputs) {
+  const auto& graph = plan.graph;
+  const auto read_only = ir::read_only_values(graph);
+  std::set<const void*> fixed, other;
+  auto note = [&](int id, const at::Tensor& tensor) {
+    if (!tensor.defined() || !tensor.has_storage()) return;
+    (read_only[id] ? fixed : other).insert(tensor.storage().unsafeGetStorageImpl());
+  };
+  for (std::size_t i = 0; i < inputs.size() && i < graph.inputs.size(); ++i) note(graph.inputs[i], inputs[i]);
+  for (const auto& [id, tensor] : graph.constants) note(id, tensor);
+  return std::any_of(fixed.begin(), fixed.end(), [&](const void* storage) { return other.count(storage) > 0; });
+}
+
+UnwrittenInputs nothing_unwritten(UnwrittenInputs unwritten) {
+  for (auto& entry : unwritten) std::fill(entry.begin(), entry.end(), std::uint8_t{0});
+  return unwritten;
 }
 
 }  // namespace zenith

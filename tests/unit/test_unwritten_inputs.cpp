@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include <ATen/ATen.h>
+
 #include "runtime/derived_values.h"
 #include "runtime/unwritten_inputs.h"
 #include "unit/graph_builders.h"
@@ -83,6 +85,36 @@ TEST(UnwrittenInputs, WithoutKeptValuesWhatAStepMakesIsWritten) {
   EXPECT_EQ(unwritten[2], (Entry{0, 0})) << "the concatenation runs in the graph, just before";
   EXPECT_EQ(unwritten[3], (Entry{0, 0}));
   EXPECT_EQ(unwritten[5], (Entry{0, 1}));
+}
+
+// The tensors a graph of Decoderish is recorded with: x, then the parameters w, v and u.
+std::vector<at::Tensor> separate() { return {at::randn({2, 8}), at::randn({4, 8}), at::randn({4, 8}), at::randn({8, 8})}; }
+
+TEST(UnwrittenInputs, MemorySharedByAReadOnlyValueAndAnotherInputIsSeen) {
+  Decoderish d;
+  EXPECT_FALSE(read_only_memory_shared(*d.plan, separate()));
+
+  auto inputs = separate();
+  inputs[0] = inputs[1].narrow(0, 0, 2);  // the call passes rows of w as x
+  EXPECT_TRUE(read_only_memory_shared(*d.plan, inputs)) << "x is the caller's, w is read early";
+
+  inputs = separate();
+  auto tied = at::randn({64});
+  inputs[2] = tied.narrow(0, 0, 32).view({4, 8});  // v read early, u scaled in place: one memory
+  inputs[3] = tied.view({8, 8});
+  EXPECT_TRUE(read_only_memory_shared(*d.plan, inputs)) << "u is written, v shares its memory";
+
+  inputs = separate();
+  inputs[0] = inputs[3].narrow(0, 0, 2);  // x over u: neither is read early
+  EXPECT_FALSE(read_only_memory_shared(*d.plan, inputs));
+}
+
+TEST(UnwrittenInputs, NothingUnwrittenKeepsTheShape) {
+  Decoderish d;
+  const auto unwritten = unwritten_inputs(*d.plan, nullptr);
+  const auto none = nothing_unwritten(unwritten);
+  ASSERT_EQ(none.size(), unwritten.size());
+  for (std::size_t s = 0; s < none.size(); ++s) EXPECT_EQ(none[s], Entry(unwritten[s].size(), 0)) << "step " << s;
 }
 
 }  // namespace
