@@ -209,6 +209,42 @@ TEST_F(InferenceGraphs, ProductsOfOneTokenStartEarlyAndReadTheirInputsComplete) 
   EXPECT_GE(fast.stats().graph_replays, 6);
 }
 
+// A product whose weight's first row is also the call's argument, which the forward scales in
+// place right before the product: by value the weight is a parameter nothing writes, but its memory
+// is the argument's, so the product must not load it before the scaling has finished
+// (runtime/unwritten_inputs.h, read_only_memory_shared). Without that check the early loads would
+// read the row as it was before the call.
+struct ScaledInPlaceImpl : torch::nn::Module {
+  ScaledInPlaceImpl() : lin(register_module("lin", torch::nn::Linear(torch::nn::LinearOptions(256, 256).bias(false)))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x.mul_(-2);
+    return lin->forward(x);
+  }
+  torch::nn::Linear lin;
+};
+TORCH_MODULE(ScaledInPlace);
+
+TEST_F(InferenceGraphs, AWeightTheCallPassesAndTheForwardWritesIsReadAfterTheWrite) {
+  torch::NoGradGuard no_grad;
+  ScaledInPlace model;
+  model->to(kDevice);
+  model->eval();
+  auto fast = zenith::compile(model, no_fallback("weight as argument"));
+  auto row = model->lin->weight.detach().narrow(0, 0, 1);  // [1, 256], the same memory every call
+  for (int call = 0; call < 6; ++call) {
+    const std::string what = "call " + std::to_string(call);
+    auto fresh = torch::randn({1, 256}, kDevice);
+    row.copy_(fresh);
+    auto got = fast(row);
+    auto weight_after = model->lin->weight.clone();
+    row.copy_(fresh);
+    auto want = model->forward(row);
+    expect_close(got, want, kRtol, kAtol, what);
+    EXPECT_TRUE(torch::equal(weight_after, model->lin->weight)) << what << ": the row written";
+  }
+  EXPECT_GE(fast.stats().graph_replays, 3);
+}
+
 TEST_F(InferenceGraphs, OffByOptionRunsLaunchByLaunch) {
   torch::NoGradGuard no_grad;
   Mlp mlp;
