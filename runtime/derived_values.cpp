@@ -202,6 +202,14 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
       std::move(plan), std::move(derived_steps), std::move(sources), std::vector<int>(kept.begin(), kept.end()),
       std::move(keys), std::move(kept_sources), arguments, std::move(share)));
   values->concatenated_ = std::move(concatenated);
+  std::set<int> constants_read;
+  for (std::size_t s = 0; s < values->plan_->steps.size(); ++s) {
+    if (!values->derived_steps_[s]) continue;
+    for (int id : values->plan_->steps[s].inputs) {
+      if (graph.constants.count(id)) constants_read.insert(id);
+    }
+  }
+  for (int id : constants_read) values->constant_sources_.push_back(graph.constants.at(id));
   values->state_concatenations_ = std::move(state_concatenations);
   return values;
 }
@@ -231,6 +239,23 @@ SourceSeen SourceSeen::of(const at::Tensor& tensor) {
   seen.tracked = !tensor.is_inference();
   if (seen.tracked) seen.version = tensor._version();
   return seen;
+}
+
+bool DerivedValues::shares_memory_with_arguments(const std::vector<at::Tensor>& inputs) const {
+  auto same_memory = [](const at::Tensor& tensor, const void* storage) {
+    return tensor.defined() && tensor.has_storage() && tensor.storage().unsafeGetStorageImpl() == storage;
+  };
+  for (std::size_t a = 0; a < arguments_ && a < inputs.size(); ++a) {
+    if (!inputs[a].defined() || !inputs[a].has_storage()) continue;
+    const void* storage = inputs[a].storage().unsafeGetStorageImpl();
+    for (std::size_t source : sources_) {
+      if (source < inputs.size() && same_memory(inputs[source], storage)) return true;
+    }
+    for (const auto& constant : constant_sources_) {
+      if (same_memory(constant, storage)) return true;
+    }
+  }
+  return false;
 }
 
 bool DerivedValues::current(const std::vector<at::Tensor>& inputs) const {

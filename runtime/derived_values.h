@@ -82,6 +82,12 @@ class DerivedValues {
   void update(const std::vector<at::Tensor>& inputs) const;
   /// update, then puts the kept values into `values` (by graph value id).
   void bind(const std::vector<at::Tensor>& inputs, std::vector<at::Tensor>& values) const;
+  /// Whether a call argument (one of `inputs` before the parameters and buffers) shares memory
+  /// with a parameter, buffer or constant the derived steps read: the forward could write that
+  /// memory through the argument in the middle of the call, after the kept values were computed,
+  /// and a step after the write must see it. Such a call runs every step in order (execute_flat
+  /// does so, and a plan's CUDA graph runs that call launch by launch).
+  bool shares_memory_with_arguments(const std::vector<at::Tensor>& inputs) const;
   /// Counts the computations that moved a kept value to another address (a view of a parameter
   /// that was replaced, say): a CUDA graph captured over the old address must not replay.
   std::uint64_t moves() const { return moves_; }
@@ -124,6 +130,7 @@ class DerivedValues {
   const std::vector<std::vector<std::size_t>> kept_sources_;  // per kept value: its state indices
   const std::size_t arguments_;             // inputs before the parameters and buffers
   std::vector<std::vector<int>> concatenated_;  // per step: the value ids one aten::cat along dim 0 joins
+  std::vector<at::Tensor> constant_sources_;  // the constants the derived steps read
   std::vector<std::vector<std::size_t>> state_concatenations_;
   const std::shared_ptr<DerivedValueShare> share_;
   mutable std::mutex mutex_;

@@ -158,6 +158,8 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> i
     throw Error::mismatch("plan inputs", std::to_string(graph.inputs.size()), std::to_string(inputs.size()));
   }
   std::vector<at::Tensor> values(graph.values.size());
+  // An argument over a derived value's source: the kept value could go stale in mid-call.
+  if (derived != nullptr && derived->shares_memory_with_arguments(inputs)) derived = nullptr;
   if (derived != nullptr) derived->bind(inputs, values);
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs[i]] = std::move(inputs[i]);
   for (const auto& [id, tensor] : graph.constants) values[id] = tensor;

@@ -95,6 +95,10 @@ class CudaPlanGraph final : public PlanGraph {
     // Before any capture or replay: computing them waits for the device, which a capture cannot.
     if (derived_) derived_->update(inputs);
     if (disabled_) return execute_plan(inputs);
+    // The graph reads kept values it would not see written through the argument.
+    if (derived_ && derived_->shares_memory_with_arguments(inputs)) {
+      return run_plain(inputs, "an argument shares memory with a parameter its kept values come from");
+    }
     if (graph_) {
       if (auto why = replay_blocker(inputs); !why.empty()) return run_plain(inputs, why);
       moved_calls_ = 0;

@@ -211,6 +211,41 @@ TEST_F(DerivedValues, WhatACallerGetsIsNeverKeptMemory) {
   EXPECT_LT(relative_error(std::get<0>(fast(x)), std::get<0>(model->forward(x))), kTolerance) << "after the write";
 }
 
+// Negates its second argument in place, then multiplies by what it derives from its parameter. A
+// call that passes the parameter itself as that argument changes the parameter in the middle of
+// the call: the kept value, computed before the call began, is stale for the product after it.
+struct NegatesItsArgumentImpl : torch::nn::Module {
+  NegatesItsArgumentImpl() { w = register_parameter("w", torch::randn({8, 4})); }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& y) {
+    y.mul_(-1);
+    return torch::matmul(x, w * 2) + y.sum();
+  }
+  torch::Tensor w;
+};
+TORCH_MODULE(NegatesItsArgument);
+
+TEST_F(DerivedValues, AParameterTheCallPassesAndTheForwardWritesIsReadAfterTheWrite) {
+  torch::NoGradGuard no_grad;
+  NegatesItsArgument model;
+  auto fast = compile(model, strict(true));
+  auto weight = model->w.detach();  // the parameter's memory, as an argument
+  for (int call = 0; call < 4; ++call) {
+    const std::string what = "call " + std::to_string(call);
+    auto x = torch::randn({3, 8});
+    const bool aliased = call >= 2;  // calls 0 and 1 pass a tensor of their own
+    auto fresh = torch::randn({8, 4});
+    weight.copy_(fresh);
+    auto y = aliased ? weight : torch::randn({8, 4});
+    auto y_eager = aliased ? weight : y.clone();
+    auto got = fast(x, y);
+    auto weight_after = weight.clone();
+    weight.copy_(fresh);
+    auto want = model->forward(x, y_eager);
+    EXPECT_LT(relative_error(got, want), kTolerance) << what;
+    EXPECT_TRUE(torch::equal(weight_after, model->w)) << what;
+  }
+}
+
 TEST_F(DerivedValues, AFunctionWithoutParametersHasNone) {
   torch::NoGradGuard no_grad;
   auto fn = [](torch::Tensor x, torch::Tensor w) { return torch::matmul(x, w * 2); };
