@@ -6,6 +6,8 @@
 //   - replaced (assigned another tensor, set_data): another tensor or another address.
 // A write that bypasses the version counter (through `.data`, or a raw pointer) is not seen:
 // CompileOptions::keep_derived_values says so, and turning it off computes them at every call.
+// A call whose argument is a source's memory (the forward could write it in mid-call) runs every
+// step in order instead (shares_memory_with_arguments).
 //
 // Kept values the derivation made in memory of its own keep their address when computed again
 // (the new values are copied into them), so a CUDA graph that read them stays valid.
