@@ -174,11 +174,11 @@ std::vector<at::Tensor> execute_flat(const Plan& plan, std::vector<at::Tensor> i
     const auto& step = plan.steps[index];
     if (derived != nullptr && derived->derived(index)) continue;
     if (timer != nullptr) timer->before(index, step);
-    if (unwritten != nullptr && step.kind == Step::Kind::Kernel) {
-      const auto& entry = (*unwritten)[index];
-      run_kernel_step(step, values, entry.empty() ? nullptr : entry.data());
+    if (step.kind == Step::Kind::Kernel) {
+      const auto* entry = unwritten != nullptr ? &(*unwritten)[index] : nullptr;
+      run_kernel_step(step, values, entry != nullptr && !entry->empty() ? entry->data() : nullptr);
     } else {
-      run_step(step, values);
+      run_host_step(step, values);
     }
     if (timer != nullptr) timer->after(step);
     check_through(static_cast<int>(index));

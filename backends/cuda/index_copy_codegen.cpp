@@ -148,10 +148,6 @@ class Generator {
   IndexCopyKernel kernel_;
 };
 
-std::int64_t address(const DLTensor& t) {
-  return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset));
-}
-
 }  // namespace
 
 bool has_index_copy(const ir::Graph& group) {
@@ -174,11 +170,11 @@ std::vector<std::int64_t> pack_index_copy_arguments(const IndexCopyKernel& kerne
   const DLTensor& source = *operands.at(static_cast<std::size_t>(kernel.source_tensor));
   std::int64_t numel = 1;
   for (int d = 0; d < source.ndim; ++d) numel *= source.shape[d];
-  std::vector<std::int64_t> words{numel, written.shape[kernel.dim], address(index),
-                                  index.ndim == 1 ? index.strides[0] : 0, address(source)};
+  std::vector<std::int64_t> words{numel, written.shape[kernel.dim], address_word(index),
+                                  index.ndim == 1 ? index.strides[0] : 0, address_word(source)};
   for (int d = 0; d < kernel.rank; ++d) words.push_back(source.shape[d]);
   for (int d = 0; d < kernel.rank; ++d) words.push_back(source.strides[d]);
-  words.push_back(address(written));
+  words.push_back(address_word(written));
   for (int d = 0; d < kernel.rank; ++d) words.push_back(written.strides[d]);
   return words;
 }

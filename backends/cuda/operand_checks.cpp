@@ -59,8 +59,12 @@ bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand
   return false;
 }
 
+std::int64_t address_word(const DLTensor& t) {
+  return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset));
+}
+
 void pack_four_dimensional_operand(const DLTensor& t, std::vector<std::int64_t>& words) {
-  words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset)));
+  words.push_back(address_word(t));
   for (int s = 0; s < 4; ++s) {
     const int d = s - (4 - t.ndim);
     const bool present = d >= 0 && t.shape[d] != 1;

@@ -30,6 +30,9 @@ constexpr std::int64_t kMax32BitExtent = std::int64_t{2147483647} - (std::int64_
 bool needs_64bit_offsets(const ir::Graph& group, const std::vector<int>& operand_ids,
                          const std::vector<std::int64_t>& shape);
 
+/// Where `t`'s first element lies (data plus byte_offset), as a kernel argument word.
+std::int64_t address_word(const DLTensor& t);
+
 /// Appends the address of `t` and its four strides in elements over four dimensions
 /// (right-aligned; 0 where a size is 1 or the dimension is missing, so that it broadcasts) to
 /// `words`, as the attention, blind-rows and pooling kernels read an operand.

@@ -614,7 +614,7 @@ std::vector<std::int64_t> pack_reduction_arguments(const ReductionKernel& kernel
   words.insert(words.end(), shape.begin(), shape.end());
   for (std::size_t k = 0; k < operands.size(); ++k) {
     const DLTensor& t = *operands[k];
-    words.push_back(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(static_cast<char*>(t.data) + t.byte_offset)));
+    words.push_back(address_word(t));
     for (std::size_t s = 0; s < rank; ++s) {
       int d = static_cast<int>(s) - kernel.dim_offset[k];
       bool present = d >= 0 && d < t.ndim && t.shape[d] != 1;
