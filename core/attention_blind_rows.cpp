@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "core/node_arguments.h"
+
 namespace zenith::ir {
 namespace {
 
@@ -26,6 +28,22 @@ at::Tensor attention_blind_rows_meta(const at::Tensor& attention, const at::Tens
 }
 
 }  // namespace
+
+std::optional<std::size_t> blind_rows_after(const Graph& graph, std::size_t index,
+                                            const std::vector<std::vector<int>>& consumers) {
+  const auto& attention = graph.nodes[index];
+  if (attention.outputs.size() != 1) return std::nullopt;
+  const auto& readers = consumers[static_cast<std::size_t>(attention.outputs.front())];
+  if (readers.size() != 1) return std::nullopt;
+  const auto& blind = graph.nodes[static_cast<std::size_t>(readers.front())];
+  if (blind.op != kAttentionBlindRowsOp || tensor_arg(blind, "attention") != attention.outputs.front()) {
+    return std::nullopt;
+  }
+  for (const char* role : {"query", "key", "value", "attn_mask"}) {
+    if (tensor_arg(blind, role) != tensor_arg(attention, role)) return std::nullopt;
+  }
+  return static_cast<std::size_t>(readers.front());
+}
 
 TORCH_LIBRARY_FRAGMENT(zenith, m) {
   m.def("attention_blind_rows(Tensor attention, Tensor query, Tensor key, Tensor value, Tensor attn_mask, float scale) "

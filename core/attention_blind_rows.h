@@ -21,6 +21,13 @@
 // then softmax(round(round(query . key * scale) + mask)) . value with eager's roundings.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/graph.h"
+
 namespace zenith::ir {
 
 /// The op's qualified name, as nodes carry it.
@@ -30,5 +37,18 @@ inline constexpr const char* kAttentionBlindRowsOp = "zenith::attention_blind_ro
 /// no more coarsely than scores of that size are, in every dtype, so a row that sees a key above it
 /// is the fused kernels' within their documented tolerance.
 inline constexpr double kBlindRowMaskLimit = -16;
+
+/// Query rows per (batch, head) up to which the fusion pass (passes/fusion.h) groups an attention
+/// with the blind rows after it: a decode step's few queries, which the JIT CUDA backend's
+/// attention kernel takes (backends/cuda/attention_codegen.h, kAttentionMaxRows, held equal to
+/// this) and then computes the blind rows in, one launch instead of two. A prompt's attention runs
+/// on PyTorch's fused kernels, and its blind rows stay a node of their own, on their light kernel.
+inline constexpr std::int64_t kAttentionWithBlindRowsMaxRows = 16;
+
+/// The index of the attention_blind_rows node that alone reads the result of attention node
+/// `index` (an `aten::scaled_dot_product_attention`), over the same query, key, value and mask, if
+/// there is one. `consumers` is `graph.consumers()`.
+std::optional<std::size_t> blind_rows_after(const Graph& graph, std::size_t index,
+                                            const std::vector<std::vector<int>>& consumers);
 
 }  // namespace zenith::ir

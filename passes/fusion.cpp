@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "core/attention_blind_rows.h"
+#include "core/node_arguments.h"
 #include "core/op_registry.h"
 #include "core/op_schema.h"
 #include "core/row_reduction.h"
@@ -77,6 +80,20 @@ bool fits_row_space(const ir::Graph& graph, const ir::Node& node, const RowSpace
     if (!full || !broadcasts_to(type.sizes, space->shape)) return false;
   }
   return true;
+}
+
+// The blind-rows node after attention node `n` when the two form one group: the attention reads
+// at most kAttentionWithBlindRowsMaxRows query rows per (batch, head), a decode step's few
+// (core/attention_blind_rows.h says why more stay apart).
+std::optional<std::size_t> blind_rows_joining(const ir::Graph& graph, std::size_t n,
+                                              const std::vector<std::vector<int>>& consumers) {
+  const auto& node = graph.nodes[n];
+  if (node.op != "aten::scaled_dot_product_attention") return std::nullopt;
+  const int query = ir::tensor_arg(node, "query");
+  if (query < 0) return std::nullopt;
+  const auto& q = graph.value(query).type;
+  if (q.rank() != 4 || q.sizes[2] > ir::kAttentionWithBlindRowsMaxRows) return std::nullopt;
+  return ir::blind_rows_after(graph, n, consumers);
 }
 
 }  // namespace
@@ -177,13 +194,14 @@ namespace {
 // of two chains (x * cos + rotated * sin), costs a few instructions there, and a launch and a
 // stored tensor on its own. (Groups grow from producer to consumer, and a node joins the group of
 // one producer only: a chain that reads nothing the consumer's own chain produced starts a group
-// of its own.) Row-reduction and matrix-product groups neither join nor take others.
+// of its own.) Row-reduction, matrix-product and attention groups (`closed`) neither join nor take
+// others.
 void absorb_single_reader_groups(const ir::Graph& graph, Grouping& grouping, const std::map<int, RowSpace>& row_space,
-                                 const std::map<int, MatmulGroup>& matmul_groups,
-                                 const std::vector<std::vector<int>>& consumers, std::size_t max_nodes) {
+                                 const std::set<int>& closed, const std::vector<std::vector<int>>& consumers,
+                                 std::size_t max_nodes) {
   const std::set<int> returned(graph.outputs.begin(), graph.outputs.end());
   for (int from : grouping.groups()) {
-    if (row_space.count(from) || matmul_groups.count(from)) continue;
+    if (row_space.count(from) || closed.count(from)) continue;
     const auto& members = grouping.members(from);
     std::set<int> readers;
     bool read_elsewhere = false;
@@ -201,7 +219,7 @@ void absorb_single_reader_groups(const ir::Graph& graph, Grouping& grouping, con
     }
     if (read_elsewhere || readers.size() != 1) continue;
     const int into = *readers.begin();
-    if (row_space.count(into) || matmul_groups.count(into)) continue;
+    if (row_space.count(into) || closed.count(into)) continue;
     if (grouping.size(into) + members.size() > max_nodes) continue;
     bool convex = true;
     for (int member : members) convex = convex && grouping.keeps_convex(static_cast<std::size_t>(member), into);
@@ -216,13 +234,30 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
   Grouping grouping(graph);
   std::map<int, RowSpace> row_space;
   std::map<int, MatmulGroup> matmul_groups;
+  // Groups nothing else joins: matrix products with their epilogues, attention with its blind rows.
+  std::set<int> closed;
+  // A decode step's attention and the blind rows after it: the blind-rows node's index, its group.
+  std::map<std::size_t, int> blind_rows_group;
   const auto consumers = graph.consumers();
 
   for (std::size_t n = 0; n < n_nodes; ++n) {
     auto& node = graph.nodes[n];
     node.fusion_group = -1;
     if (starts_matmul_group(node)) {
-      matmul_groups[grouping.start_group(static_cast<int>(n))] = matmul_group_of(graph, node);
+      const int group = grouping.start_group(static_cast<int>(n));
+      matmul_groups[group] = matmul_group_of(graph, node);
+      closed.insert(group);
+      continue;
+    }
+    if (auto blind = blind_rows_joining(graph, n, consumers)) {
+      const int group = grouping.start_group(static_cast<int>(n));
+      blind_rows_group[*blind] = group;
+      closed.insert(group);
+      continue;
+    }
+    if (auto joining = blind_rows_group.find(n); joining != blind_rows_group.end()) {
+      // It reads the attention's result and the attention's own operands, so the group stays convex.
+      grouping.add(static_cast<int>(n), joining->second);
       continue;
     }
     if (!fusible(graph, node)) continue;
@@ -240,6 +275,7 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
         }
         continue;
       }
+      if (closed.count(candidate)) continue;
       auto space = row_space.find(candidate);
       const RowSpace* rows = space == row_space.end() ? nullptr : &space->second;
       if (!fits_row_space(graph, node, rows, candidate, grouping.group_of_nodes(), grouping.producer_of_value())) continue;
@@ -260,7 +296,7 @@ void ElementwiseFusion::run(ir::Graph& graph, PassReport& report) {
     }
   }
 
-  absorb_single_reader_groups(graph, grouping, row_space, matmul_groups, consumers, max_nodes_);
+  absorb_single_reader_groups(graph, grouping, row_space, closed, consumers, max_nodes_);
 
   // Only groups of two or more nodes are fusion; renumber them densely.
   std::map<int, int> dense;

@@ -3,7 +3,9 @@
 // trailing dimensions; core/row_reduction.h), that a backend may run as one kernel. A group's
 // reductions all read the same rows, and its other nodes give a value per element or per row of
 // them. A group computed from parameters alone (a batch norm's per-channel scale) joins the one
-// elementwise group that reads it, which computes it per element. It only proposes: partitioning
+// elementwise group that reads it, which computes it per element. A decode step's attention (at
+// most kAttentionWithBlindRowsMaxRows query rows a head) and the attention_blind_rows node after it
+// form a group of their own (core/attention_blind_rows.h). It only proposes: partitioning
 // offers each group whole to the backends and splits a group nobody claims back into single nodes.
 #pragma once
 

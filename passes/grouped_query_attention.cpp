@@ -99,24 +99,6 @@ bool mask_fits(const ir::Graph& graph, const ir::Node& attention) {
   return true;
 }
 
-// The index of the attention_blind_rows node that alone reads attention node `index`'s result,
-// over the same query, key, value and mask (attention fusion puts one after attention whose mask
-// is data), if there is one.
-std::optional<std::size_t> blind_rows_after(const ir::Graph& graph, std::size_t index,
-                                            const std::vector<std::vector<int>>& consumers) {
-  const auto& attention = graph.nodes[index];
-  const auto& readers = consumers[static_cast<std::size_t>(attention.outputs.front())];
-  if (readers.size() != 1) return std::nullopt;
-  const auto& blind = graph.nodes[static_cast<std::size_t>(readers.front())];
-  if (blind.op != ir::kAttentionBlindRowsOp || ir::tensor_arg(blind, "attention") != attention.outputs.front()) {
-    return std::nullopt;
-  }
-  for (const char* role : {"query", "key", "value", "attn_mask"}) {
-    if (ir::tensor_arg(blind, role) != ir::tensor_arg(attention, role)) return std::nullopt;
-  }
-  return static_cast<std::size_t>(readers.front());
-}
-
 // `node` (the attention, or the blind-rows node after it) reading the grouped queries and the
 // key-value heads as they are in place of its query, key and value.
 ir::Node reading_grouped(ir::Node node, int grouped_query, int keys, int values) {
@@ -225,7 +207,7 @@ void GroupedQueryAttention::run(ir::Graph& graph, PassReport& report) {
       const auto& k = graph.value(keys->source).type;
       if (q.rank() != 4 || q.sizes[0] != k.sizes[0] || q.sizes[1] != k.sizes[1] * keys->factor) continue;
       if (cuda_only_ && !q.device.is_cuda()) continue;
-      const auto blind = blind_rows_after(graph, n, consumers);
+      const auto blind = ir::blind_rows_after(graph, n, consumers);
       if (auto rewritten = rewrite(graph, n, keys->source, values->source, keys->factor, blind)) {
         graph = std::move(*rewritten);
         ++ungrouped;

@@ -6,12 +6,17 @@
 
 #include <fmt/format.h>
 
+#include "backends/cuda/blind_rows_codegen.h"
 #include "backends/cuda/expression_rules.h"
 #include "backends/cuda/operand_checks.h"
+#include "core/attention_blind_rows.h"
 #include "core/node_arguments.h"
 
 namespace zenith::cuda {
 namespace {
+
+// The fusion pass groups attention with its blind rows up to the rows this kernel takes.
+static_assert(kAttentionMaxRows == ir::kAttentionWithBlindRowsMaxRows);
 
 // 16-byte loads of a key, and of values, a lane issues ahead: eight each, 64 registers. A
 // 64-wide float16 head's key (eight vectors) and a lane's eight values of its warp's 32 keys are
@@ -20,7 +25,8 @@ constexpr std::int64_t kLoadBatch = 8;
 
 // The kernel's body past its constants and types (T: the storage type of query, key, value and
 // output; M: the mask's; D, VEC = 16 bytes of T, CH = D / VEC, ROWS, THREADS; HAS_MASK,
-// BOOL_MASK; BATCH: 16-byte loads a lane issues ahead, a power of two). Arguments as
+// BOOL_MASK; BATCH: 16-byte loads a lane issues ahead, a power of two; BLIND: the group's blind
+// rows computed here, with LIMIT and blind_row_device_code before the body). Arguments as
 // pack_attention_arguments lays them out.
 constexpr const char* kBody = R"(
 // NVRTC has no math.h: negative infinity by its bits.
@@ -72,6 +78,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
   __shared__ float q_s[ROWS][D];  // the block's queries times scale * log2(e)
   __shared__ float m_s[WARPS][ROWS], l_s[WARPS][ROWS];
   __shared__ float acc_s[WARPS][ROWS][D];
+#if BLIND
+  __shared__ float top_s[WARPS][ROWS];
+#endif
 
   const long long chunk = blockIdx.x % p.row_chunks, bh = blockIdx.x / p.row_chunks;
   const long long h = bh % p.heads, b = bh / p.heads;
@@ -107,6 +116,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 #elif HAS_MASK
   float add[ROWS];
 #endif
+#if BLIND
+  // The largest mask entry the lane has read for each row: a row whose largest is below LIMIT is
+  // blind (core/attention_blind_rows.h), computed again as written at the end.
+  float mask_top[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) mask_top[r] = ZN_NEG_INF;
+#endif
   // The loads ahead for the pass starting at key j0.
   auto load_ahead = [&](long long j0) {
     const long long jw = j0 + warp * 32, j = jw + lane;
@@ -125,6 +141,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
     for (int r = 0; r < ROWS; ++r) {
 #if HAS_MASK && BOOL_MASK
       dropped[r] = j < p.keys && r < rows && !mask[r * p.ms[2] + j * p.ms[3]];
+#elif BLIND
+      const float entry = j < p.keys && r < rows ? zn_load(mask + r * p.ms[2] + j * p.ms[3]) : ZN_NEG_INF;
+      mask_top[r] = fmaxf(mask_top[r], entry);
+      add[r] = j < p.keys && r < rows ? entry * kLog2e : 0.f;
 #elif HAS_MASK
       add[r] = j < p.keys && r < rows ? zn_load(mask + r * p.ms[2] + j * p.ms[3]) * kLog2e : 0.f;
 #endif
@@ -253,17 +273,36 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) acc_s[warp][r][slice * VEC + e] = acc[r][e];
   }
+#if BLIND
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) mask_top[r] = zn_warp_max(mask_top[r]);
+#endif
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       m_s[warp][r] = m[r];
       l_s[warp][r] = l[r];
+#if BLIND
+      top_s[warp][r] = mask_top[r];
+#endif
     }
   }
   __syncthreads();
   T* out = reinterpret_cast<T*>(p.out) + b * p.os[0] + h * p.os[1] + r0 * p.os[2];
+#if BLIND
+  // Whether row r's every key is hidden: the largest entry of its mask row below LIMIT.
+  auto blind = [&](int r) {
+    float top = ZN_NEG_INF;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) top = fmaxf(top, top_s[w][r]);
+    return top < LIMIT;
+  };
+#endif
   for (int i = threadIdx.x; i < rows * D; i += THREADS) {
     const int r = i / D, d = i % D;
+#if BLIND
+    if (blind(r)) continue;  // written below, as the model wrote attention out
+#endif
     float top = ZN_NEG_INF;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) top = fmaxf(top, m_s[w][r]);
@@ -279,6 +318,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
     // scaled_dot_product_attention gives it (its _safe_softmax), not 0 / 0.
     zn_store(out + r * p.os[2] + d * p.os[3], sum == 0.f ? 0.f : total / sum);
   }
+#if BLIND
+  // A blind row a warp, as the blind-rows kernel computes it (blind_rows_codegen.h).
+  for (int r = warp; r < rows; r += WARPS) {
+    if (!blind(r)) continue;
+    const ZnBlindRow row{q + r * p.qs[2], p.qs[3], k, p.ks[2], p.ks[3], v, p.vs[2], p.vs[3],
+                         mask + r * p.ms[2], p.ms[3], p.keys, (float)p.scale};
+    zn_blind_row(row, out + r * p.os[2], p.os[3]);
+  }
+#endif
 }
 )";
 
@@ -288,15 +336,19 @@ class Generator {
   explicit Generator(const ir::Graph& group) : group_(group) {}
 
   AttentionKernel run() {
-    if (group_.nodes.size() != 1) throw Unsupported{"an attention group holds one node"};
+    if (group_.nodes.empty() || group_.nodes.size() > 2 || group_.nodes.front().op != "aten::scaled_dot_product_attention") {
+      throw Unsupported{"an attention group holds the attention node, and the blind rows after it or nothing"};
+    }
     check_group_shape(group_);
     const auto& node = group_.nodes.front();
     if (node.outputs.size() != 1) throw Unsupported{"scaled_dot_product_attention with more than one result"};
+    const ir::Node* blind = group_.nodes.size() == 2 ? &group_.nodes.back() : nullptr;
     if (ir::number_arg(node, "dropout_p").value_or(1.0) != 0.0) throw Unsupported{"attention with dropout"};
     if (ir::flag_arg(node, "is_causal")) throw Unsupported{"causal attention (is_causal=True)"};
     if (ir::flag_arg(node, "enable_gqa")) throw Unsupported{"attention with enable_gqa=True"};
+    if (blind != nullptr) check_blind_rows(node, *blind);
     kernel_.operands = group_.inputs;
-    kernel_.operands.push_back(node.outputs.front());
+    kernel_.operands.push_back((blind != nullptr ? blind : &node)->outputs.front());
     for (int id : kernel_.operands) check_operand(group_, id);
     kernel_.query = position(ir::tensor_arg(node, "query"), "query");
     kernel_.key_input = position(ir::tensor_arg(node, "key"), "key");
@@ -346,19 +398,53 @@ class Generator {
       throw Unsupported{"an attention scale that is not a number"};
     }
     kernel_.scale = ir::number_arg(node, "scale").value_or(1.0 / std::sqrt(static_cast<double>(d)));
+    if (blind != nullptr) {
+      if (mask_type != type) {
+        throw Unsupported{fmt::format("blind rows over a mask of {} beside a query of {}: one dtype expected",
+                                      mask_type, type)};
+      }
+      if (ir::number_arg(*blind, "scale") != kernel_.scale) {
+        throw Unsupported{"blind rows scaled otherwise than the attention before them"};
+      }
+    }
 
-    kernel_.key = fmt::format("attention v{} | {} | mask {} | D {}", kAttentionCodegenVersion, type, mask_type, d);
+    kernel_.key = fmt::format("attention v{} | {} | mask {} | D {}{}", kAttentionCodegenVersion, type, mask_type, d,
+                              blind != nullptr ? " | blind rows" : "");
     kernel_.name = fmt::format("zenith_attn_{:016x}", key_hash(kernel_.key));
+    std::string blind_code;
+    if (blind != nullptr) {
+      blind_code = fmt::format("#define DV D\n#define NV {}\n#define ROUND(x) {}\n#define LIMIT {}\n{}", (d + 31) / 32,
+                               rounded("(x)", q.dtype), float_literal(ir::kBlindRowMaskLimit), blind_row_device_code());
+    }
     kernel_.source = fmt::format(
         "{}\n// {}\ntypedef {} T;\ntypedef {} M;\n#define NAME {}\n#define D {}\n#define VEC {}\n#define CH {}\n"
-        "#define ROWS {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n#define BATCH {}\n{}",
+        "#define ROWS {}\n#define THREADS {}\n#define HAS_MASK {}\n#define BOOL_MASK {}\n#define BATCH {}\n"
+        "#define BLIND {}\n{}{}",
         device_prelude(), kernel_.key, type, mask_type == "none" ? "float" : mask_type, kernel_.name, d, vec, slices,
         kAttentionRowsPerBlock, kAttentionThreads, kernel_.mask >= 0 ? 1 : 0, mask_type == "bool" ? 1 : 0,
-        std::min<std::int64_t>(slices, kLoadBatch), kBody);
+        std::min<std::int64_t>(slices, kLoadBatch), blind != nullptr ? 1 : 0, blind_code, kBody);
     return kernel_;
   }
 
  private:
+  // The blind-rows node reads the attention's result and the attention's own operands, so that
+  // the kernel computes both from them: what the fusion pass groups (passes/fusion.h).
+  void check_blind_rows(const ir::Node& attention, const ir::Node& blind) const {
+    if (blind.op != ir::kAttentionBlindRowsOp || blind.outputs.size() != 1 ||
+        ir::tensor_arg(blind, "attention") != attention.outputs.front()) {
+      throw Unsupported{fmt::format("{} after the attention, not its blind rows", blind.op)};
+    }
+    for (const char* role : {"query", "key", "value", "attn_mask"}) {
+      if (ir::tensor_arg(blind, role) != ir::tensor_arg(attention, role)) {
+        throw Unsupported{fmt::format("blind rows over another {} than the attention's", role)};
+      }
+    }
+    if (ir::tensor_arg(attention, "attn_mask") < 0) throw Unsupported{"blind rows without a mask"};
+    if (group_.outputs.size() != 1 || group_.outputs.front() != blind.outputs.front()) {
+      throw Unsupported{"the attention's own result is read outside its group: the kernel writes the blind rows' alone"};
+    }
+  }
+
   // The operand position of group input `id`, which the node reads as `role`.
   int position(int id, const char* role) const {
     for (std::size_t i = 0; i < group_.inputs.size(); ++i) {

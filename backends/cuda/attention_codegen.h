@@ -36,7 +36,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kAttentionCodegenVersion = 8;
+constexpr int kAttentionCodegenVersion = 9;
 
 /// Query rows of one (batch, head) one block takes; more rows are spread over more blocks. One:
 /// a block's work is serial, so a decode step's few heads need many blocks. Measured on an H100
@@ -62,7 +62,10 @@ struct AttentionKernel {
   double scale = 0;     ///< the node's scale, or 1/sqrt(D)
 };
 
-/// Whether `group` is one scaled_dot_product_attention node (the only generator for it).
+/// Whether `group` holds a scaled_dot_product_attention node (the only generator for it): alone,
+/// or followed by the attention_blind_rows node that reads its result over the same operands (a
+/// decode step's, passes/fusion.h), whose blind rows the kernel then computes as
+/// blind_rows_codegen.h's kernel does, the result written once.
 bool has_attention(const ir::Graph& group);
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),

@@ -13,22 +13,14 @@
 namespace zenith::cuda {
 namespace {
 
-// The kernel's body past its constants and types (T: the storage type of every operand; D, DV:
-// the query's and the value's head dimensions; NV: DV over 32, rounded up; ROUND(x): x rounded to
-// T; LIMIT: the blind-row limit; THREADS). Arguments as pack_blind_rows_arguments lays them out.
-constexpr const char* kBody = R"(
+// A blind row computed by one warp as the model wrote attention out (T: the storage type of
+// every operand; D, DV: the query's and the value's head dimensions; NV: DV over 32, rounded up;
+// ROUND(x): x rounded to T). Shared by this op's kernel and the decode attention's, which computes
+// the blind rows of its own result (attention_codegen.h).
+constexpr const char* kBlindRowCode = R"(
+#ifndef ZN_NEG_INF
 #define ZN_NEG_INF __int_as_float(0xff800000)
-
-struct Args {
-  long long batch, heads, rows, keys;
-  double scale;
-  const void* a; long long as[4];
-  const void* q; long long qs[4];
-  const void* k; long long ks[4];
-  const void* v; long long vs[4];
-  const void* mask; long long ms[4];
-  void* out; long long os[4];
-};
+#endif
 
 // Every lane's value combined over the warp: the largest (MAX) or the sum.
 template <bool MAX>
@@ -41,15 +33,76 @@ __device__ __forceinline__ float zn_warp_all(float v) {
   return v;
 }
 
+// One query row's operands: its query and mask rows, its head's keys and values, each with its
+// strides in elements (between keys, along the head dimension).
+struct ZnBlindRow {
+  const T* q; long long qd;
+  const T* k; long long ks, kd;
+  const T* v; long long vs, vd;
+  const T* mask; long long mk;
+  long long keys;
+  float scale;
+};
+
 // Key j's logit as eager computes the written-out scores: matmul, mul by the scale, add the mask,
 // each result held in T.
-__device__ __forceinline__ float zn_logit(const Args& p, const T* q, const T* k, const T* mask, long long j,
-                                          float scale) {
-  const T* kj = k + j * p.ks[2];
+__device__ __forceinline__ float zn_blind_logit(const ZnBlindRow& r, long long j) {
+  const T* kj = r.k + j * r.ks;
   float s = 0.f;
-  for (int d = 0; d < D; ++d) s = fmaf(zn_load(q + d * p.qs[3]), zn_load(kj + d * p.ks[3]), s);
-  return ROUND(ROUND(ROUND(s) * scale) + zn_load(mask + j * p.ms[3]));
+  for (int d = 0; d < D; ++d) s = fmaf(zn_load(r.q + d * r.qd), zn_load(kj + d * r.kd), s);
+  return ROUND(ROUND(ROUND(s) * r.scale) + zn_load(r.mask + j * r.mk));
 }
+
+// The row as written, by the calling warp, into out (stride od along DV): the softmax's maximum
+// and sum over every key, then the weighted values. The logits are computed again in each sweep
+// rather than held: such rows are rare and their number unbounded.
+__device__ void zn_blind_row(const ZnBlindRow& r, T* out, long long od) {
+  const int lane = threadIdx.x & 31;
+  float largest = ZN_NEG_INF;
+  for (long long j = lane; j < r.keys; j += 32) largest = fmaxf(largest, zn_blind_logit(r, j));
+  largest = zn_warp_all<true>(largest);
+  float sum = 0.f;
+  for (long long j = lane; j < r.keys; j += 32) sum += expf(zn_blind_logit(r, j) - largest);
+  sum = zn_warp_all<false>(sum);
+  float acc[NV];
+#pragma unroll
+  for (int e = 0; e < NV; ++e) acc[e] = 0.f;
+  for (long long j0 = 0; j0 < r.keys; j0 += 32) {
+    const long long j = j0 + lane;
+    // The softmax's result is held in T, as eager's is before its product with the values.
+    const float weight = j < r.keys ? ROUND(expf(zn_blind_logit(r, j) - largest) / sum) : 0.f;
+    const int n = (int)min(32ll, r.keys - j0);
+    for (int i = 0; i < n; ++i) {
+      const float w = __shfl_sync(0xffffffffu, weight, i);
+      const T* vj = r.v + (j0 + i) * r.vs;
+#pragma unroll
+      for (int e = 0; e < NV; ++e) {
+        const int d = lane + 32 * e;
+        if (d < DV) acc[e] = fmaf(w, zn_load(vj + d * r.vd), acc[e]);
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < NV; ++e) {
+    const int d = lane + 32 * e;
+    if (d < DV) zn_store(out + d * od, acc[e]);
+  }
+}
+)";
+
+// The kernel's body past its constants, types and kBlindRowCode (LIMIT: the blind-row limit;
+// THREADS). Arguments as pack_blind_rows_arguments lays them out.
+constexpr const char* kBody = R"(
+struct Args {
+  long long batch, heads, rows, keys;
+  double scale;
+  const void* a; long long as[4];
+  const void* q; long long qs[4];
+  const void* k; long long ks[4];
+  const void* v; long long vs[4];
+  const void* mask; long long ms[4];
+  void* out; long long os[4];
+};
 
 extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
   zn_follow_kernel_before();
@@ -81,41 +134,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) NAME(const Args p) {
     }
     return;
   }
-
-  // A blind row, as written: the softmax's maximum and sum over every key, then the weighted values.
-  const T* q = reinterpret_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1] + t * p.qs[2];
-  const T* k = reinterpret_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
-  const T* v = reinterpret_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
-  const float scale = (float)p.scale;
-  float largest = ZN_NEG_INF;
-  for (long long j = lane; j < p.keys; j += 32) largest = fmaxf(largest, zn_logit(p, q, k, mask, j, scale));
-  largest = zn_warp_all<true>(largest);
-  float sum = 0.f;
-  for (long long j = lane; j < p.keys; j += 32) sum += expf(zn_logit(p, q, k, mask, j, scale) - largest);
-  sum = zn_warp_all<false>(sum);
-  float acc[NV];
-#pragma unroll
-  for (int e = 0; e < NV; ++e) acc[e] = 0.f;
-  for (long long j0 = 0; j0 < p.keys; j0 += 32) {
-    const long long j = j0 + lane;
-    // The softmax's result is held in T, as eager's is before its product with the values.
-    const float weight = j < p.keys ? ROUND(expf(zn_logit(p, q, k, mask, j, scale) - largest) / sum) : 0.f;
-    const int n = (int)min(32ll, p.keys - j0);
-    for (int i = 0; i < n; ++i) {
-      const float w = __shfl_sync(0xffffffffu, weight, i);
-      const T* vj = v + (j0 + i) * p.vs[2];
-#pragma unroll
-      for (int e = 0; e < NV; ++e) {
-        const int d = lane + 32 * e;
-        if (d < DV) acc[e] = fmaf(w, zn_load(vj + d * p.vs[3]), acc[e]);
-      }
-    }
-  }
-#pragma unroll
-  for (int e = 0; e < NV; ++e) {
-    const int d = lane + 32 * e;
-    if (d < DV) zn_store(out + d * p.os[3], acc[e]);
-  }
+  const ZnBlindRow blind{reinterpret_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1] + t * p.qs[2], p.qs[3],
+                         reinterpret_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1], p.ks[2], p.ks[3],
+                         reinterpret_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1], p.vs[2], p.vs[3],
+                         mask, p.ms[3], p.keys, (float)p.scale};
+  zn_blind_row(blind, out, p.os[3]);
 }
 )";
 
@@ -174,9 +197,9 @@ class Generator {
     kernel_.name = fmt::format("zenith_blind_{:016x}", key_hash(kernel_.key));
     kernel_.source = fmt::format(
         "{}\n// {}\ntypedef {} T;\n#define NAME {}\n#define D {}\n#define DV {}\n#define NV {}\n#define ROUND(x) {}\n"
-        "#define LIMIT {}\n#define THREADS {}\n{}",
+        "#define LIMIT {}\n#define THREADS {}\n{}{}",
         device_prelude(), kernel_.key, type, kernel_.name, d, dv, (dv + 31) / 32, rounded("(x)", q.dtype),
-        float_literal(ir::kBlindRowMaskLimit), kBlindRowsThreads, kBody);
+        float_literal(ir::kBlindRowMaskLimit), kBlindRowsThreads, kBlindRowCode, kBody);
     return kernel_;
   }
 
@@ -199,6 +222,8 @@ class Generator {
 };
 
 }  // namespace
+
+const char* blind_row_device_code() { return kBlindRowCode; }
 
 bool has_blind_rows(const ir::Graph& group) {
   return std::any_of(group.nodes.begin(), group.nodes.end(),

@@ -25,7 +25,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kBlindRowsCodegenVersion = 4;
+constexpr int kBlindRowsCodegenVersion = 5;
 
 /// Threads of every block: a warp per query row, eight rows a block.
 constexpr int kBlindRowsThreads = 256;
@@ -42,6 +42,12 @@ struct BlindRowsKernel {
   int attention = -1, query = -1, key_input = -1, value = -1, mask = -1;
   double scale = 0;  ///< the node's scale
 };
+
+/// The device code with which a warp computes one blind row as the model wrote attention out
+/// (`zn_blind_row` over a `ZnBlindRow`), for a kernel that defines T, D, DV, NV and ROUND(x) before
+/// it and includes the device prelude: this op's kernel, and the decode attention's, which computes
+/// the blind rows of its own result.
+const char* blind_row_device_code();
 
 /// Whether `group` holds an attention_blind_rows node (the only generator for it).
 bool has_blind_rows(const ir::Graph& group);

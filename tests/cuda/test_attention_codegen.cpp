@@ -3,7 +3,8 @@
 // NVRTC for sm_90, keys follow the dtype, mask and head dimension (never the sizes), arguments
 // follow the documented layout, and attention it cannot run (a prompt's many queries, dropout,
 // causal, a head dimension it has no slices for) says why; so does attention_blind_rows' kernel
-// in every dtype, its arguments laid out as documented. Numerics are checked against eager on the
+// in every dtype, its arguments laid out as documented; a decode step's attention grouped with its
+// blind rows is one kernel that computes both. Numerics are checked against eager on the
 // GPU (tests/gpu/test_jit_cuda_attention.cpp).
 #include <gtest/gtest.h>
 
@@ -225,6 +226,81 @@ TEST(BlindRowsCodegen, CompilesForEveryDtypeWithKeysOfDtypeAndHeadDimensionOnly)
   EXPECT_EQ(std::vector<std::int64_t>(words.begin() + 26, words.begin() + 30),
             (std::vector<std::int64_t>{s.keys, 0, 0, 1}));
   EXPECT_EQ(blind_rows_blocks(words), (s.batch * s.heads * s.rows + 7) / 8) << "a warp per row, eight a block";
+}
+
+// A decode step's attention and the attention_blind_rows node after it, as the fusion pass groups
+// them: query [B, H, R, D], key and value [B, H, S, D], an additive mask [R, S] of `mask_dtype`
+// (default: dtype), the attention's scale 0.125 and the blind rows' `blind_scale`; with
+// `attention_read_outside`, the attention's own result is returned too.
+struct BlindGroupForm {
+  std::optional<c10::ScalarType> mask_dtype;
+  double blind_scale = 0.125;
+  bool attention_read_outside = false;
+};
+
+ir::Graph attention_with_blind_rows(const Shape& s, c10::ScalarType dtype, const BlindGroupForm& form = {}) {
+  GraphBuilder b;
+  int q = b.input({s.batch, s.heads, s.rows, s.dim});
+  int k = b.input({s.batch, s.heads, s.keys, s.dim});
+  int v = b.input({s.batch, s.heads, s.keys, s.dim});
+  int mask = b.input({s.rows, s.keys});
+  int fused = b.op("aten::scaled_dot_product_attention", "",
+                   {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
+                    real("dropout_p", 0.0), {"is_causal", false}, real("scale", 0.125), {"enable_gqa", false}});
+  int out = b.op("zenith::attention_blind_rows", "",
+                 {value("attention", fused), value("query", q), value("key", k), value("value", v),
+                  value("attn_mask", mask), real("scale", form.blind_scale)});
+  auto graph = codegen_test::on_cuda(b.finish(form.attention_read_outside ? std::vector<int>{out, fused}
+                                                                         : std::vector<int>{out}));
+  for (auto& slot : graph.values) {
+    if (slot && slot->type.dtype == at::kFloat) slot->type.dtype = dtype;
+  }
+  if (form.mask_dtype) graph.value(mask).type.dtype = *form.mask_dtype;
+  return graph;
+}
+
+TEST(AttentionCodegen, ADecodeStepsBlindRowsAreComputedInTheAttentionKernel) {
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t dim : {64, 128}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << ", D " << dim);
+      Shape shape;
+      shape.dim = dim;
+      const auto graph = attention_with_blind_rows(shape, dtype);
+      const auto kernel = generate_or_fail(graph);
+      EXPECT_EQ(kernel.name.rfind("zenith_attn_", 0), 0u) << kernel.name;
+      EXPECT_EQ(std::vector<int>({kernel.query, kernel.key_input, kernel.value, kernel.mask}),
+                std::vector<int>({0, 1, 2, 3}));
+      EXPECT_EQ(kernel.operands.back(), graph.outputs.front()) << "the kernel writes the blind rows' result";
+      EXPECT_DOUBLE_EQ(kernel.scale, 0.125);
+      EXPECT_NE(kernel.source.find("#define BLIND 1"), std::string::npos);
+      EXPECT_NE(kernel.source.find("zn_blind_row("), std::string::npos);
+      // Keys: the blind rows are part of what the kernel computes, the sizes are not.
+      const auto plain = generate_or_fail(attention(shape, dtype, Mask::Additive));
+      EXPECT_NE(plain.source.find("#define BLIND 0"), std::string::npos);
+      EXPECT_NE(kernel.key, plain.key);
+      Shape longer = shape;
+      longer.batch = 2;
+      longer.rows = 16;
+      longer.keys = 1000;
+      EXPECT_EQ(kernel.key, generate_or_fail(attention_with_blind_rows(longer, dtype)).key);
+      codegen_test::expect_compiles(kernel.source, kernel.name);
+    }
+  }
+}
+
+TEST(AttentionCodegen, BlindRowsTheKernelCannotComputeSayWhy) {
+  BlindGroupForm wide_mask;
+  wide_mask.mask_dtype = at::kFloat;
+  EXPECT_NE(refusal(attention_with_blind_rows(Shape{}, at::kHalf, wide_mask)).find("one dtype expected"),
+            std::string::npos);
+  BlindGroupForm rescaled;
+  rescaled.blind_scale = 0.25;
+  EXPECT_NE(refusal(attention_with_blind_rows(Shape{}, at::kHalf, rescaled)).find("scaled otherwise"),
+            std::string::npos);
+  BlindGroupForm read_outside;
+  read_outside.attention_read_outside = true;
+  EXPECT_NE(refusal(attention_with_blind_rows(Shape{}, at::kHalf, read_outside)).find("read outside its group"),
+            std::string::npos);
 }
 
 TEST(BlindRowsCodegen, OperandsItCannotRunSayWhy) {

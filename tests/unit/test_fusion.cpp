@@ -22,6 +22,7 @@ namespace zenith::passes {
 namespace {
 
 using testing::GraphBuilder;
+using testing::none;
 using testing::real;
 using testing::scalar;
 using testing::value;
@@ -177,6 +178,59 @@ TEST(Fusion, MatrixProductsTakeTheirEpilogueOnly) {
   EXPECT_EQ(groups[5], groups[6]) << "mm + bias + gelu(tanh)";
   EXPECT_EQ(groups[7], -1) << "mm alone";
   EXPECT_EQ(groups[9], -1) << "a returned product keeps its relu apart";
+}
+
+// Attention whose additive mask is data, as attention fusion leaves it: the fused node, then
+// attention_blind_rows over its result and the same operands, then a scaling. A decode step's few
+// query rows a head: the two attention nodes form a group that nothing joins (one kernel computes
+// both on the JIT CUDA backend); a prompt's rows: nothing groups them, so each stays on the
+// kernel made for it (PyTorch's fused attention, the light blind-rows kernel).
+TEST(Fusion, ADecodeStepsAttentionAndItsBlindRowsFormAGroupOfTheirOwn) {
+  for (std::int64_t rows : {std::int64_t{8}, std::int64_t{16}, std::int64_t{17}, std::int64_t{128}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " query rows a head");
+    GraphBuilder b;
+    int q = b.input({1, 4, rows, 64}), k = b.input({1, 4, 40, 64}), v = b.input({1, 4, 40, 64});
+    int mask = b.input({1, 1, rows, 40});
+    int fused = b.op("aten::scaled_dot_product_attention", "",
+                     {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
+                      real("dropout_p", 0.0), {"is_causal", false}, real("scale", 0.125), {"enable_gqa", false}});
+    int blind = b.op("zenith::attention_blind_rows", "",
+                     {value("attention", fused), value("query", q), value("key", k), value("value", v),
+                      value("attn_mask", mask), real("scale", 0.125)});
+    int scaled = b.op("aten::mul", "Scalar", {value("self", blind), real("other", 2.0)});
+    int shifted = b.op("aten::add", "Scalar", {value("self", scaled), real("other", 1.0), scalar("alpha", 1)});
+    auto graph = b.finish({shifted});
+    PassReport report;
+    ElementwiseFusion().run(graph, report);
+    const auto groups = groups_of(graph);
+    if (rows <= 16) {
+      EXPECT_GE(groups[0], 0);
+      EXPECT_EQ(groups[0], groups[1]) << "the attention and its blind rows";
+    } else {
+      EXPECT_EQ(groups[0], -1);
+      EXPECT_EQ(groups[1], -1);
+    }
+    EXPECT_GE(groups[2], 0);
+    EXPECT_NE(groups[2], groups[1]) << "the scaling after them is a group of its own";
+    EXPECT_EQ(groups[2], groups[3]);
+  }
+}
+
+// Blind rows that read another query than the attention's are not its blind rows: no group.
+TEST(Fusion, BlindRowsOverOtherOperandsStayApartFromTheAttention) {
+  GraphBuilder b;
+  int q = b.input({1, 4, 1, 64}), other = b.input({1, 4, 1, 64});
+  int k = b.input({1, 4, 40, 64}), v = b.input({1, 4, 40, 64}), mask = b.input({1, 1, 1, 40});
+  int fused = b.op("aten::scaled_dot_product_attention", "",
+                   {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
+                    real("dropout_p", 0.0), {"is_causal", false}, none("scale"), {"enable_gqa", false}});
+  int blind = b.op("zenith::attention_blind_rows", "",
+                   {value("attention", fused), value("query", other), value("key", k), value("value", v),
+                    value("attn_mask", mask), real("scale", 0.125)});
+  auto graph = b.finish({blind});
+  PassReport report;
+  ElementwiseFusion().run(graph, report);
+  EXPECT_EQ(groups_of(graph), (std::vector<int>{-1, -1}));
 }
 
 TEST(Fusion, ABiasOfAnotherDtypeIsNoEpilogueButFusesWithTheCastAfterIt) {
