@@ -23,7 +23,8 @@ c10::MempoolId_t GraphPool::id(c10::DeviceIndex device) {
   if (!on.anchor) {
     c10::cuda::CUDAGuard guard(device);
     auto marker = at::empty({1}, at::TensorOptions().device(at::kCUDA, device));  // outside the pool
-    auto anchor = std::make_unique<at::cuda::CUDAGraph>();
+    const auto registration = lock_graph_registration();
+    auto anchor = make_locked_graph();
     c10::cuda::CUDAStreamGuard on_stream(capture_stream(device));
     anchor->capture_begin(id_, cudaStreamCaptureModeThreadLocal);
     marker.zero_();  // one node: an empty graph draws a warning

@@ -24,6 +24,8 @@
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "runtime/graph_registration.h"
+
 namespace zenith {
 
 class GraphPool {
@@ -55,7 +57,7 @@ class GraphPool {
 
  private:
   struct OnDevice {
-    std::unique_ptr<at::cuda::CUDAGraph> anchor;     // keeps the pool shared (id())
+    LockedGraph anchor;                              // keeps the pool shared (id())
     cudaStream_t own_stream = nullptr;               // capture_stream's, destroyed with this object
     std::optional<c10::cuda::CUDAStream> last;       // where the last replay ran
     at::cuda::CUDAEvent switch_event;                // orders a replay after another stream's work

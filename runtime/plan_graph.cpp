@@ -17,6 +17,7 @@
 #include "runtime/derived_values.h"
 #include "runtime/executor.h"
 #include "runtime/graph_pool.h"
+#include "runtime/graph_registration.h"
 #include "core/log.h"
 
 namespace zenith {
@@ -214,9 +215,11 @@ class CudaPlanGraph final : public PlanGraph {
       disable(fmt::format("its memory pool could not be made: {}", first_line(error.what())));
       return execute_plan(inputs);
     }
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
     std::vector<at::Tensor> outputs;
     std::string failure;
+    // From its registration with the generator to its end, one capture in the process at a time.
+    auto registration = lock_graph_registration();
+    auto graph = make_locked_graph();
     {
       // Capture needs a stream other than the default; it records work and runs none.
       auto current = at::cuda::getCurrentCUDAStream(device_.index());
@@ -257,6 +260,7 @@ class CudaPlanGraph final : public PlanGraph {
       done.record(side);
       done.block(current);
     }
+    registration.unlock();
     if (!failure.empty()) {
       ++counters_->failures;
       disable(fmt::format("capturing it as a CUDA graph failed: {}", first_line(failure)));
@@ -308,11 +312,12 @@ class CudaPlanGraph final : public PlanGraph {
   void settle_generator() {
     try {
       auto marker = at::empty({1}, at::TensorOptions().device(device_));
-      at::cuda::CUDAGraph graph;
-      graph.register_generator_state(at::cuda::detail::getDefaultCUDAGenerator(device_.index()));
-      graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      const auto registration = lock_graph_registration();
+      auto graph = make_locked_graph();
+      graph->register_generator_state(at::cuda::detail::getDefaultCUDAGenerator(device_.index()));
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       marker.zero_();  // one node: an empty graph draws a warning
-      graph.capture_end();
+      graph->capture_end();
     } catch (const std::exception& error) {
       log::warn("zenith: after a failed CUDA graph capture of {}, the random generator could not be settled: {}", what_,
                 first_line(error.what()));
@@ -348,7 +353,7 @@ class CudaPlanGraph final : public PlanGraph {
   const std::shared_ptr<PlanGraphCounters> counters_;
   const std::shared_ptr<GraphPool> pool_;
   mutable std::mutex mutex_;
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  LockedGraph graph_;
   std::vector<at::Tensor> buffers_;    // per input: the graph's copy (undefined: read by address); unowned when staged
   std::vector<const void*> addresses_; // per input read by address: where the graph reads it
   std::vector<at::Tensor> outputs_;    // the graph's outputs, in its pool; unowned when staged
