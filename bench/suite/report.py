@@ -31,10 +31,12 @@ def eager_mode(row):
 def derive(rows, folder):
     """Adds GB/s, percent of copy, percent of the weight-streaming bound and speed-up over eager."""
     keyed = by_key(rows)
-    chain_copy = keyed.get(("chain_f32", "device copy"))
-    copy_bytes_per_s = None
-    if chain_copy and chain_copy.get("median_ms"):
-        copy_bytes_per_s = chain_copy["extra"]["bytes_moved"] / (chain_copy["median_ms"] / 1000)
+
+    def bandwidth(copy):
+        """Bytes a second of a "device copy" row, or None."""
+        return copy["extra"]["bytes_moved"] / (copy["median_ms"] / 1000) if copy and copy.get("median_ms") else None
+
+    copy_bytes_per_s = bandwidth(keyed.get(("chain_f32", "device copy")))
     for r in rows:
         x, ms = r["extra"], r.get("median_ms")
         reference = eager_mode(r)
@@ -46,15 +48,33 @@ def derive(rows, folder):
             copy = keyed.get((r["case"], "device copy"))
             if copy and copy.get("median_ms"):
                 x["pct_of_copy"] = 100 * x["gb_per_s"] / (copy["extra"]["bytes_moved"] / (copy["median_ms"] / 1000) / 1e9)
-        if ms and "weight_bytes" in x and copy_bytes_per_s:
-            x["bound_ms_per_token"] = 1000 * x["weight_bytes"] / copy_bytes_per_s
+        # The decoders' own copy (device_copy.h), the chain's where a run has none of its own.
+        streaming = bandwidth(keyed.get((r["case"], "device copy"))) or copy_bytes_per_s
+        if ms and "weight_bytes" in x and streaming:
+            x["copy_gb_per_s"] = streaming / 1e9
+            x["bound_ms_per_token"] = 1000 * x["weight_bytes"] / streaming
             x["pct_of_bound"] = 100 * x["bound_ms_per_token"] / ms
         if r["mode"] == "aoti":
             compile_info = os.path.join(folder, f"{r['case']}.aoti.json")
             if os.path.exists(compile_info):
                 with open(compile_info) as f:
                     x["package_compile_s"] = json.load(f)["compile_s"]
+    if copy_bytes_per_s is None:  # a run without the chain: the first copy of its own
+        copy_bytes_per_s = next((bandwidth(r) for r in rows if r["mode"] == "device copy" and bandwidth(r)), None)
     return copy_bytes_per_s
+
+
+def streaming_bounds(rows):
+    """A line under the decoder table: per case, the copy bandwidth its bound divides by."""
+    cases = {}
+    for r in ordered(rows, {"decode"}):
+        x = r["extra"]
+        if "bound_ms_per_token" in x and r["case"] not in cases:
+            cases[r["case"]] = f"{r['case']} {fmt(x['copy_gb_per_s'], 0)} GB/s, {fmt(x['bound_ms_per_token'])} ms a token"
+    if not cases:
+        return "\n\nNo copy bandwidth was measured in this run: the bound is not reported."
+    return ("\n\nThe bound: the weights read once a token at the device copy bandwidth measured in this run ("
+            + "; ".join(cases.values()) + ").")
 
 
 def fmt(value, digits=3):
@@ -163,7 +183,7 @@ def sections(rows):
           fmt(r["extra"].get("host_ms_per_token"), 3), fmt(r["extra"].get("prompt_ms"), 2),
           fmt(r["extra"].get("first_generation_ms"), 0), peak(r), fmt(r["max_rel_error"]),
           greedy(r["extra"])]
-         for r in ordered(rows, {"decode"})]))
+         for r in ordered(rows, {"decode"}) if r["mode"] != "device copy"]) + streaming_bounds(rows))
     parts.append("### Training step (forward, loss, backward, AdamW): eager, the model and loss through Zenith and "
                  "through torch.compile; the first steps' losses and gradient norm checked against eager\n\n" + table(
         ["case", "mode", "steps/s", "median ms", "p90 ms", "vs eager", "first call ms", "peak MB allocated / reserved",

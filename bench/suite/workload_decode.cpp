@@ -17,6 +17,7 @@
 
 #include "accuracy.h"
 #include "case_files.h"
+#include "device_copy.h"
 #include "fixed_shape.h"
 #include "greedy_tokens.h"
 #include "kernel_profile.h"
@@ -288,6 +289,9 @@ std::vector<Result> run_decode(const Context& context, const CaseSpec& spec) {
     results.push_back(r);
   }
   for (auto& r : results) r.extra["weight_bytes"] = weight_bytes;
+  // The bandwidth the weight-streaming bound divides by, measured in this case's own run.
+  const auto yardstick = torch::randn({copy_yardstick_elements(context)}, torch::TensorOptions().device(context.device));
+  results.push_back(device_copy(context, spec, yardstick));
   return results;
 }
 

@@ -1,8 +1,8 @@
 #include <torch/torch.h>
 
 #include "case_files.h"
+#include "device_copy.h"
 #include "fixed_shape.h"
-#include "timing.h"
 #include "workloads.h"
 
 namespace zenith::bench {
@@ -10,20 +10,6 @@ namespace zenith::bench {
 namespace {
 
 at::Tensor chain(at::Tensor x, at::Tensor a, at::Tensor b, at::Tensor c) { return torch::gelu(x * a + b) * c; }
-
-// The yardstick: one read and one write per element, as fast as the device copies memory.
-Result device_copy(const Context& context, const CaseSpec& spec, const at::Tensor& x) {
-  Result r = named_result(spec, "device copy");
-  auto target = torch::empty_like(x);
-  for (int i = 0; i < context.warmup_calls(); ++i) target.copy_(x);
-  const auto samples = time_calls(context.device, [&] { target.copy_(x); }, context.seconds_per_mode,
-                                  context.min_reps(), context.max_reps());
-  r.median_ms = samples.median_ms;
-  r.p90_ms = samples.p90_ms;
-  r.reps = samples.reps;
-  r.extra["bytes_moved"] = 2.0 * x.numel() * x.element_size();
-  return r;
-}
 
 }  // namespace
 
