@@ -96,6 +96,13 @@ class CudaPlanGraph final : public PlanGraph {
     // Before any capture or replay: computing them waits for the device, which a capture cannot.
     if (derived_) derived_->update(inputs);
     if (disabled_) return execute_plan(inputs);
+    // Inside a CUDA graph the application records around the call, the plan's launches are what
+    // it records, as eager's would be: a graph of ours replayed, or recorded on our side stream,
+    // would be joined to the application's capture or fail inside it.
+    if (application_capturing()) {
+      return graph_ ? run_plain(inputs, "the application is recording a CUDA graph around the call")
+                    : execute_plan(inputs);
+    }
     // The graph reads kept values it would not see written through the argument.
     if (derived_ && derived_->shares_memory_with_arguments(inputs)) {
       return run_plain(inputs, "an argument shares memory with a parameter its kept values come from");
@@ -114,6 +121,13 @@ class CudaPlanGraph final : public PlanGraph {
   bool disabled() const override { return disabled_; }
 
  private:
+  // Whether the call's stream is being captured by someone else's CUDA graph.
+  bool application_capturing() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const auto stream = at::cuda::getCurrentCUDAStream(device_.index());
+    return cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+  }
+
   std::vector<at::Tensor> execute_plan(const std::vector<at::Tensor>& inputs) {
     return execute_flat(*plan_, inputs, nullptr, derived_.get());
   }

@@ -7,6 +7,7 @@
 // by launch. Label gpu.
 #include <cstdlib>
 
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -255,6 +256,43 @@ TEST_F(InferenceGraphs, AWeightTheCallPassesAndTheForwardWritesIsReadAfterTheWri
     EXPECT_TRUE(torch::equal(weight_after, model->lin->weight)) << what << ": the row written";
   }
   EXPECT_GE(fast.stats().graph_replays, 2) << "the calls with arguments of their own replay the graph";
+}
+
+// An application that records a CUDA graph of its own around a compiled call, after warm-up calls
+// as PyTorch asks of any capture: the plan's launches are what its graph records (no graph of ours
+// is replayed or recorded inside it), and each replay of the application's graph computes the
+// result of what its input holds then.
+TEST_F(InferenceGraphs, AnApplicationsOwnGraphAroundACallRecordsThePlansLaunches) {
+  torch::NoGradGuard no_grad;
+  auto mlp = mlp_for_inference();
+  auto fast = zenith::compile(mlp, no_fallback("the application's graph"));
+  auto x = torch::randn({8, 32}, kDevice);
+  auto stream = c10::cuda::getStreamFromPool(false, kDevice.index());
+  torch::Tensor y;
+  at::cuda::CUDAGraph application_graph;
+  {
+    c10::cuda::CUDAStreamGuard on(stream);
+    for (int call = 0; call < 4; ++call) fast(x);  // the plan made, its own graph recorded and replayed
+    stream.synchronize();
+    ASSERT_EQ(fast.stats().graph_captures, 1);
+    const auto replays = fast.stats().graph_replays;
+    application_graph.capture_begin();
+    y = fast(x);
+    application_graph.capture_end();
+    EXPECT_EQ(fast.stats().graph_captures, 1) << "no graph of ours recorded inside the application's";
+    EXPECT_EQ(fast.stats().graph_replays, replays) << "no graph of ours replayed inside the application's";
+  }
+  for (int replay = 0; replay < 3; ++replay) {
+    x.copy_(torch::randn({8, 32}, kDevice));
+    application_graph.replay();
+    torch::cuda::synchronize();
+    expect_close(y, mlp->forward(x), kRtol, kAtol, "the application's replay " + std::to_string(replay));
+  }
+  // Outside the application's capture the plan's own graph serves the calls again.
+  const auto replays = fast.stats().graph_replays;
+  auto fresh = torch::randn({8, 32}, kDevice);
+  expect_close(fast(fresh), mlp->forward(fresh), kRtol, kAtol, "a call after the application's graph");
+  EXPECT_EQ(fast.stats().graph_replays, replays + 1);
 }
 
 TEST_F(InferenceGraphs, OffByOptionRunsLaunchByLaunch) {
