@@ -125,7 +125,13 @@ class CudaPlanGraph final : public PlanGraph {
   bool application_capturing() const {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     const auto stream = at::cuda::getCurrentCUDAStream(device_.index());
-    return cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream.stream(), &status) != cudaSuccess) {
+      // The legacy default stream while another blocking stream captures: the runtime's error is
+      // not the next launch's, and the plan's own handling of a failed capture or replay follows.
+      (void)cudaGetLastError();
+      return false;
+    }
+    return status != cudaStreamCaptureStatusNone;
   }
 
   std::vector<at::Tensor> execute_plan(const std::vector<at::Tensor>& inputs) {
