@@ -45,6 +45,12 @@ inline constexpr double kBlindRowMaskLimit = -16;
 /// on PyTorch's fused kernels, and its blind rows stay a node of their own, on their light kernel.
 inline constexpr std::int64_t kAttentionWithBlindRowsMaxRows = 16;
 
+/// The widest head the fusion pass groups so: the kernel takes heads of a power of two of 16-byte
+/// slices up to this many elements (kAttentionMaxHeadDim there, held equal). With another head it
+/// would decline the group, and PyTorch's backend, claiming the group whole, would run the blind
+/// rows through their definition (the written-out attention) instead of their light kernel.
+inline constexpr std::int64_t kAttentionWithBlindRowsMaxHeadDim = 128;
+
 /// The index of the attention_blind_rows node that alone reads the result of attention node
 /// `index` (an `aten::scaled_dot_product_attention`), over the same query, key, value and mask, if
 /// there is one. `consumers` is `graph.consumers()`.

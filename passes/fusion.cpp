@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 
+#include <c10/core/ScalarType.h>
+
 #include "core/attention_blind_rows.h"
 #include "core/node_arguments.h"
 #include "core/op_registry.h"
@@ -83,8 +85,8 @@ bool fits_row_space(const ir::Graph& graph, const ir::Node& node, const RowSpace
 }
 
 // The blind-rows node after attention node `n` when the two form one group: the attention reads
-// at most kAttentionWithBlindRowsMaxRows query rows per (batch, head), a decode step's few
-// (core/attention_blind_rows.h says why more stay apart).
+// at most kAttentionWithBlindRowsMaxRows query rows per (batch, head), a decode step's few, with
+// heads the decode attention kernel takes (core/attention_blind_rows.h says why others stay apart).
 std::optional<std::size_t> blind_rows_joining(const ir::Graph& graph, std::size_t n,
                                               const std::vector<std::vector<int>>& consumers) {
   const auto& node = graph.nodes[n];
@@ -93,6 +95,12 @@ std::optional<std::size_t> blind_rows_joining(const ir::Graph& graph, std::size_
   if (query < 0) return std::nullopt;
   const auto& q = graph.value(query).type;
   if (q.rank() != 4 || q.sizes[2] > ir::kAttentionWithBlindRowsMaxRows) return std::nullopt;
+  // A head of a power of two of 16-byte slices, at most kAttentionWithBlindRowsMaxHeadDim wide.
+  const std::int64_t head = q.sizes[3], bytes = head * static_cast<std::int64_t>(c10::elementSize(q.dtype));
+  const std::int64_t slices = bytes / 16;
+  if (head > ir::kAttentionWithBlindRowsMaxHeadDim || bytes % 16 != 0 || slices < 1 || (slices & (slices - 1)) != 0) {
+    return std::nullopt;
+  }
   return ir::blind_rows_after(graph, n, consumers);
 }
 

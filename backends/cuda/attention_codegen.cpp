@@ -15,8 +15,9 @@
 namespace zenith::cuda {
 namespace {
 
-// The fusion pass groups attention with its blind rows up to the rows this kernel takes.
+// The fusion pass groups attention with its blind rows up to the rows and heads this kernel takes.
 static_assert(kAttentionMaxRows == ir::kAttentionWithBlindRowsMaxRows);
+static_assert(kAttentionMaxHeadDim == ir::kAttentionWithBlindRowsMaxHeadDim);
 
 // 16-byte loads of a key, and of values, a lane issues ahead: eight each, 64 registers. A
 // 64-wide float16 head's key (eight vectors) and a lane's eight values of its warp's 32 keys are
@@ -382,9 +383,9 @@ class Generator {
     const std::int64_t d = q.sizes[3], element = static_cast<std::int64_t>(c10::elementSize(q.dtype));
     const std::int64_t vec = 16 / element;
     const std::int64_t slices = d / vec;
-    if (d > 128 || d % vec != 0 || (slices & (slices - 1)) != 0) {
-      throw Unsupported{fmt::format("head dimension {}: the kernel takes a power of two of 16-byte slices, at most 128",
-                                    d)};
+    if (d > kAttentionMaxHeadDim || d % vec != 0 || (slices & (slices - 1)) != 0) {
+      throw Unsupported{fmt::format("head dimension {}: the kernel takes a power of two of 16-byte slices, at most {}",
+                                    d, kAttentionMaxHeadDim)};
     }
     std::string mask_type = "none";
     if (kernel_.mask >= 0) {

@@ -49,6 +49,9 @@ constexpr int kAttentionRowsPerBlock = 1;
 /// reads all of its head's keys and values, so many rows (a prompt) would read them many times.
 constexpr std::int64_t kAttentionMaxRows = 16;
 
+/// The widest head dimension the kernel takes (a power of two of 16-byte slices up to it).
+constexpr std::int64_t kAttentionMaxHeadDim = 128;
+
 /// A generated attention kernel and what a launch needs to know about it.
 struct AttentionKernel {
   std::string key;      ///< dtype, mask kind and head dimension, canonical text (no sizes)

@@ -216,6 +216,34 @@ TEST(Fusion, ADecodeStepsAttentionAndItsBlindRowsFormAGroupOfTheirOwn) {
   }
 }
 
+// A decode step's attention over heads the decode kernel does not take (80 elements: not a power
+// of two of 16-byte slices; 256: wider than 128): no group, so that the blind rows keep their own
+// light kernel while PyTorch's kernels run the attention.
+TEST(Fusion, AttentionOverHeadsTheDecodeKernelDoesNotTakeKeepsItsBlindRowsApart) {
+  for (std::int64_t head : {std::int64_t{64}, std::int64_t{80}, std::int64_t{256}}) {
+    SCOPED_TRACE(::testing::Message() << "a head of " << head);
+    GraphBuilder b;
+    int q = b.input({1, 4, 1, head}), k = b.input({1, 4, 40, head}), v = b.input({1, 4, 40, head});
+    int mask = b.input({1, 1, 1, 40});
+    int fused = b.op("aten::scaled_dot_product_attention", "",
+                     {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
+                      real("dropout_p", 0.0), {"is_causal", false}, real("scale", 0.125), {"enable_gqa", false}});
+    int blind = b.op("zenith::attention_blind_rows", "",
+                     {value("attention", fused), value("query", q), value("key", k), value("value", v),
+                      value("attn_mask", mask), real("scale", 0.125)});
+    auto graph = b.finish({blind});
+    PassReport report;
+    ElementwiseFusion().run(graph, report);
+    const auto groups = groups_of(graph);
+    if (head == 64) {
+      EXPECT_GE(groups[0], 0);
+      EXPECT_EQ(groups[0], groups[1]);
+    } else {
+      EXPECT_EQ(groups, (std::vector<int>{-1, -1}));
+    }
+  }
+}
+
 // Blind rows that read another query than the attention's are not its blind rows: no group.
 TEST(Fusion, BlindRowsOverOtherOperandsStayApartFromTheAttention) {
   GraphBuilder b;
