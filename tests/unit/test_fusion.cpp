@@ -22,7 +22,6 @@ namespace zenith::passes {
 namespace {
 
 using testing::GraphBuilder;
-using testing::none;
 using testing::real;
 using testing::scalar;
 using testing::value;
@@ -180,23 +179,31 @@ TEST(Fusion, MatrixProductsTakeTheirEpilogueOnly) {
   EXPECT_EQ(groups[9], -1) << "a returned product keeps its relu apart";
 }
 
-// Attention whose additive mask is data, as attention fusion leaves it: the fused node, then
-// attention_blind_rows over its result and the same operands, then a scaling. A decode step's few
-// query rows a head: the two attention nodes form a group that nothing joins (one kernel computes
-// both on the JIT CUDA backend); a prompt's rows: nothing groups them, so each stays on the
-// kernel made for it (PyTorch's fused attention, the light blind-rows kernel).
+// Attention whose additive mask is data, as attention fusion leaves it: the fused node over query
+// [1, 4, rows, head], key and value [1, 4, 40, head] and a mask [1, 1, rows, 40], then
+// attention_blind_rows over its result and the same operands (with `other_query`, over another
+// query of the same shape). Returns the blind rows' result.
+int attention_then_blind_rows(GraphBuilder& b, std::int64_t rows, std::int64_t head, bool other_query = false) {
+  int q = b.input({1, 4, rows, head}), k = b.input({1, 4, 40, head}), v = b.input({1, 4, 40, head});
+  int mask = b.input({1, 1, rows, 40});
+  int blind_query = other_query ? b.input({1, 4, rows, head}) : q;
+  int fused = b.op("aten::scaled_dot_product_attention", "",
+                   {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
+                    real("dropout_p", 0.0), {"is_causal", false}, real("scale", 0.125), {"enable_gqa", false}});
+  return b.op("zenith::attention_blind_rows", "",
+              {value("attention", fused), value("query", blind_query), value("key", k), value("value", v),
+               value("attn_mask", mask), real("scale", 0.125)});
+}
+
+// The attention and its blind rows, then a scaling. A decode step's few query rows a head: the two
+// attention nodes form a group that nothing joins (one kernel computes both on the JIT CUDA
+// backend); a prompt's rows: nothing groups them, so each stays on the kernel made for it
+// (PyTorch's fused attention, the light blind-rows kernel).
 TEST(Fusion, ADecodeStepsAttentionAndItsBlindRowsFormAGroupOfTheirOwn) {
   for (std::int64_t rows : {std::int64_t{8}, std::int64_t{16}, std::int64_t{17}, std::int64_t{128}}) {
     SCOPED_TRACE(::testing::Message() << rows << " query rows a head");
     GraphBuilder b;
-    int q = b.input({1, 4, rows, 64}), k = b.input({1, 4, 40, 64}), v = b.input({1, 4, 40, 64});
-    int mask = b.input({1, 1, rows, 40});
-    int fused = b.op("aten::scaled_dot_product_attention", "",
-                     {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
-                      real("dropout_p", 0.0), {"is_causal", false}, real("scale", 0.125), {"enable_gqa", false}});
-    int blind = b.op("zenith::attention_blind_rows", "",
-                     {value("attention", fused), value("query", q), value("key", k), value("value", v),
-                      value("attn_mask", mask), real("scale", 0.125)});
+    int blind = attention_then_blind_rows(b, rows, 64);
     int scaled = b.op("aten::mul", "Scalar", {value("self", blind), real("other", 2.0)});
     int shifted = b.op("aten::add", "Scalar", {value("self", scaled), real("other", 1.0), scalar("alpha", 1)});
     auto graph = b.finish({shifted});
@@ -223,15 +230,7 @@ TEST(Fusion, AttentionOverHeadsTheDecodeKernelDoesNotTakeKeepsItsBlindRowsApart)
   for (std::int64_t head : {std::int64_t{64}, std::int64_t{80}, std::int64_t{256}}) {
     SCOPED_TRACE(::testing::Message() << "a head of " << head);
     GraphBuilder b;
-    int q = b.input({1, 4, 1, head}), k = b.input({1, 4, 40, head}), v = b.input({1, 4, 40, head});
-    int mask = b.input({1, 1, 1, 40});
-    int fused = b.op("aten::scaled_dot_product_attention", "",
-                     {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
-                      real("dropout_p", 0.0), {"is_causal", false}, real("scale", 0.125), {"enable_gqa", false}});
-    int blind = b.op("zenith::attention_blind_rows", "",
-                     {value("attention", fused), value("query", q), value("key", k), value("value", v),
-                      value("attn_mask", mask), real("scale", 0.125)});
-    auto graph = b.finish({blind});
+    auto graph = b.finish({attention_then_blind_rows(b, 1, head)});
     PassReport report;
     ElementwiseFusion().run(graph, report);
     const auto groups = groups_of(graph);
@@ -247,15 +246,7 @@ TEST(Fusion, AttentionOverHeadsTheDecodeKernelDoesNotTakeKeepsItsBlindRowsApart)
 // Blind rows that read another query than the attention's are not its blind rows: no group.
 TEST(Fusion, BlindRowsOverOtherOperandsStayApartFromTheAttention) {
   GraphBuilder b;
-  int q = b.input({1, 4, 1, 64}), other = b.input({1, 4, 1, 64});
-  int k = b.input({1, 4, 40, 64}), v = b.input({1, 4, 40, 64}), mask = b.input({1, 1, 1, 40});
-  int fused = b.op("aten::scaled_dot_product_attention", "",
-                   {value("query", q), value("key", k), value("value", v), value("attn_mask", mask),
-                    real("dropout_p", 0.0), {"is_causal", false}, none("scale"), {"enable_gqa", false}});
-  int blind = b.op("zenith::attention_blind_rows", "",
-                   {value("attention", fused), value("query", other), value("key", k), value("value", v),
-                    value("attn_mask", mask), real("scale", 0.125)});
-  auto graph = b.finish({blind});
+  auto graph = b.finish({attention_then_blind_rows(b, 1, 64, /*other_query=*/true)});
   PassReport report;
   ElementwiseFusion().run(graph, report);
   EXPECT_EQ(groups_of(graph), (std::vector<int>{-1, -1}));
