@@ -126,6 +126,12 @@ std::vector<int> concatenated_ids(const Plan& plan, const Step& step) {
   return ids;
 }
 
+void count_storage(const at::Tensor& tensor, std::map<const void*, std::int64_t>& bytes_by_storage) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  const auto& storage = tensor.storage();
+  bytes_by_storage[storage.unsafeGetStorageImpl()] = static_cast<std::int64_t>(storage.nbytes());
+}
+
 }  // namespace
 
 std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Plan> plan, std::size_t state,
@@ -372,6 +378,20 @@ void DerivedValues::share_kept(const std::vector<at::Tensor>& inputs, bool& move
     }
     entry.seen.clear();
     for (std::size_t j : kept_sources_[k]) entry.seen.push_back(SourceSeen::of(inputs[arguments_ + j]));
+  }
+}
+
+void DerivedValueShare::count_own_memory(std::map<const void*, std::int64_t>& bytes_by_storage) {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [key, entry] : kept) {
+    if (entry.own_memory) count_storage(entry.tensor, bytes_by_storage);
+  }
+}
+
+void DerivedValues::count_own_memory(std::map<const void*, std::int64_t>& bytes_by_storage) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t k = 0; k < tensors_.size(); ++k) {
+    if (own_memory_[k]) count_storage(tensors_[k], bytes_by_storage);
   }
 }
 

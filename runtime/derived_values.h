@@ -59,6 +59,10 @@ struct DerivedValueShare {
   };
   std::mutex mutex;
   std::map<std::string, Kept> kept;  ///< by derivation: ops, arguments and types from the sources
+
+  /// Adds the bytes of the kept values held here in memory of their own to `bytes_by_storage`,
+  /// keyed by storage so that memory several holders share counts once (CacheStats::kept_bytes).
+  void count_own_memory(std::map<const void*, std::int64_t>& bytes_by_storage);
 };
 
 class DerivedValues {
@@ -76,6 +80,9 @@ class DerivedValues {
   /// Number of derived steps, and of kept values (those steps' results read at every call).
   std::size_t step_count() const;
   std::size_t kept_count() const { return kept_.size(); }
+  /// Adds the bytes of this plan's kept values that are held in memory of their own (not views of
+  /// a parameter, buffer or constant) to `bytes_by_storage`, keyed by storage.
+  void count_own_memory(std::map<const void*, std::int64_t>& bytes_by_storage) const;
 
   /// Computes the kept values again when a source changed since they were computed (or when they
   /// never were), from `inputs` (one per graph input, in order). Never inside a CUDA graph

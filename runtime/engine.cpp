@@ -3,6 +3,8 @@
 // training plans and verification are in files of their own (engine.h lists them).
 #include "runtime/engine.h"
 
+#include <map>
+
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
@@ -255,6 +257,20 @@ CompileReport Engine::last_report() const {
   return last_report_;
 }
 
+std::int64_t Engine::kept_bytes() const {
+  std::map<const void*, std::int64_t> bytes_by_storage;
+  derived_share_->count_own_memory(bytes_by_storage);
+  cache_.for_each([&](const Entry& entry) {
+    if (entry.derived) entry.derived->count_own_memory(bytes_by_storage);
+  });
+  for (const auto& symbolic : symbolic_plans_) {
+    if (symbolic.derived) symbolic.derived->count_own_memory(bytes_by_storage);
+  }
+  std::int64_t bytes = 0;
+  for (const auto& [storage, size] : bytes_by_storage) bytes += size;
+  return bytes;
+}
+
 CacheStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   CacheStats stats = stats_;
@@ -263,6 +279,7 @@ CacheStats Engine::stats() const {
   stats.graph_plain_runs = graph_counters_->plain_runs;
   stats.graph_failures = graph_counters_->failures;
   stats.derived_computations = derived_share_->computations;
+  stats.kept_bytes = kept_bytes();
   stats.size = cache_.size();
   stats.capacity = cache_.capacity();
   return stats;

@@ -162,6 +162,9 @@ class Engine {
   static bool needs_gradients(const std::vector<c10::IValue>& args, const State& state);
   void verify_against_eager(const std::vector<c10::IValue>& args, const c10::IValue& compiled);
   void check_arguments(const std::vector<c10::IValue>& args) const;
+  /// CacheStats::kept_bytes: the kept derived values' memory of their own, each storage once.
+  /// Under mutex_.
+  std::int64_t kept_bytes() const;
 
   ModuleAccess access_;
   CompileOptions options_;

@@ -11,15 +11,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 
 #include <ATen/cuda/CUDAGraph.h>
 
-namespace zenith {
+#include "runtime/graph_registration_lock.h"
 
-/// Held from before a graph registers with the generator to after its capture ends, and while a
-/// graph is destroyed. Recursive: a capture that fails drops its graph while holding it.
-std::unique_lock<std::recursive_mutex> lock_graph_registration();
+namespace zenith {
 
 /// Destroys a graph under lock_graph_registration.
 struct GraphUnderLockDeleter {

@@ -34,8 +34,10 @@ at::Tensor adjacent_concatenation(const std::vector<at::Tensor>& pieces);
 std::string packing_refusal(const std::vector<at::Tensor>& pieces);
 
 /// Packs `pieces` (packing_refusal must have said yes): allocates one block, copies them into it
-/// one after another and makes each a view of its part. Returns the bytes of the block, which the
-/// pieces' old storages held before and no longer hold.
+/// one after another and makes each a view of its part, then hands the device memory the caching
+/// allocator keeps unused back to the device (the pieces' old memory among it, which no later block
+/// fits). Returns the bytes of the block, which the pieces' old storages held before and no longer
+/// hold.
 std::int64_t pack_into_one_block(const std::vector<at::Tensor>& pieces);
 
 }  // namespace zenith

@@ -42,6 +42,12 @@ class PlanCache {
     return evicted;
   }
 
+  /// Calls `visit` with each entry, most recently used first.
+  template <typename Visit>
+  void for_each(Visit&& visit) const {
+    for (const auto& item : order_) visit(*item.second);
+  }
+
   std::size_t size() const { return order_.size(); }
   std::size_t capacity() const { return capacity_; }
 

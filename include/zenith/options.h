@@ -114,7 +114,12 @@ struct CompileOptions {
   /// copy_) then updates the concatenation too. A parameter whose memory another tensor shares
   /// (a view of it, a detached alias) is not moved, and the plan keeps a copy (logged at info).
   /// Do not run the module's eager forward on another thread while its compiled form makes its
-  /// first calls. CacheStats counts what was moved. Overridden by ZENITH_PACK_PARAMETERS=0|1.
+  /// first calls. Memory: each concatenation is allocated before its parameters' old memory is
+  /// freed (for a moment, one concatenation more: 46 MB for a TinyLlama-sized MLP's gate and up),
+  /// and after each one the caching allocator's unused memory, that old memory among it, goes back
+  /// to the device (what c10::cuda::CUDACachingAllocator::emptyCache does, once per concatenation
+  /// at a signature's first call), so that the old memory is not kept reserved beside the new.
+  /// CacheStats counts what was moved. Overridden by ZENITH_PACK_PARAMETERS=0|1.
   bool pack_parameters = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
   /// eagerly and log why once; likewise a call whose plan's value check fails (a value the forward
@@ -166,6 +171,12 @@ struct CacheStats {
   std::int64_t packed_parameters = 0;  ///< parameters moved into a concatenation a plan keeps (CompileOptions::pack_parameters)
   std::int64_t packed_bytes = 0;      ///< bytes of those concatenations, no longer held twice
   std::int64_t derived_computations = 0;  ///< times an inference plan computed its derived values (CompileOptions::keep_derived_values): its first run, then after each parameter change
+  /// Bytes the kept derived values (CompileOptions::keep_derived_values) hold now in memory of
+  /// their own, all plans of the module together, each value once: the channels-last or
+  /// batch-norm-folded copies of convolution weights, transposed weights, concatenations that
+  /// packing could not make views of. Memory the module holds beside the parameters as long as it
+  /// lives; views of parameters (packed concatenations) count nothing.
+  std::int64_t kept_bytes = 0;
   std::int64_t symbolic_plans = 0;   ///< symbolic plans fitted (each after its probe captures)
   std::int64_t instantiations = 0;   ///< new exact signatures served by a symbolic plan, no capture
   double instantiation_ms = 0;       ///< host time spent instantiating symbolic plans, all together

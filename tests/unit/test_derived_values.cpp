@@ -61,6 +61,11 @@ TEST_F(DerivedValues, AreComputedOnceAndMatchEager) {
   // Call 1 captures (eager's result); calls 2 to 6 run the plan, which computed them at call 2.
   EXPECT_EQ(fast.stats().derived_computations, 1);
   EXPECT_EQ(fast.stats().eager_calls, 0);
+  // `w * 2 + b` in memory of its own; the view of the buffer is the buffer's memory, no copy.
+  EXPECT_EQ(fast.stats().kept_bytes, 16 * 8 * 4);
+  auto off = compile(model, strict(false));
+  check(off, model, "nothing kept");
+  EXPECT_EQ(off.stats().kept_bytes, 0);
 }
 
 TEST_F(DerivedValues, AreComputedAgainAfterAnUpdateInPlaceOrAReplacement) {

@@ -75,6 +75,7 @@ TEST_F(ParameterPacking, TheParametersMoveIntoTheConcatenationWithTheirValues) {
   }
   EXPECT_TRUE(torch::equal(torch::cat({model->a, model->b, model->c}), before)) << "values are moved, not changed";
   EXPECT_EQ(fast.stats().derived_computations, 1);
+  EXPECT_EQ(fast.stats().kept_bytes, 0) << "the kept concatenation (and its transpose) are views of the block";
   // The kept concatenation is a view of the block, not a copy: a write that bypasses the version
   // counter (which a copy would miss, CompileOptions::keep_derived_values) reaches it.
   model->b.data().mul_(-1);
@@ -98,6 +99,7 @@ TEST_F(ParameterPacking, UpdatesInPlaceAndReplacementsAfterPackingAreSeen) {
   model->c.set_data(torch::randn({16, 8}));
   check(fast, model, "after a replacement");
   EXPECT_EQ(fast.stats().derived_computations, 3);
+  EXPECT_EQ(fast.stats().kept_bytes, 3 * 16 * 8 * 4) << "a copy again, held once";
   model->a.add_(1);
   check(fast, model, "after an update in place of a parameter still in the block");
   EXPECT_EQ(fast.stats().eager_calls, 0);
@@ -124,6 +126,7 @@ TEST_F(ParameterPacking, AParameterWhoseMemoryIsSharedStaysWhereItIs) {
   check(fast, model, "first calls");
   EXPECT_EQ(fast.stats().packed_parameters, 0);
   EXPECT_EQ(address(model->b), old_b);
+  EXPECT_EQ(fast.stats().kept_bytes, 3 * 16 * 8 * 4) << "the plan keeps a copy of the concatenation";
   alias.mul_(3);  // b itself: still seen, through the copy computed again
   check(fast, model, "after a write through the alias");
 }
@@ -138,6 +141,7 @@ TEST_F(ParameterPacking, OffByOptionTheParametersStay) {
   check(fast, model, "first calls");
   EXPECT_EQ(fast.stats().packed_parameters, 0);
   EXPECT_EQ(address(model->a), old_a);
+  EXPECT_EQ(fast.stats().kept_bytes, 3 * 16 * 8 * 4) << "the plan keeps a copy of the concatenation";
 }
 
 TEST(AdjacentConcatenation, IsAViewOnlyOfPiecesOneAfterAnother) {
