@@ -81,7 +81,9 @@ nlohmann::json zenith_info(const Compiled& fast) {
           {"symbolic_plans", stats.symbolic_plans},
           {"instantiations", stats.instantiations},
           {"instantiation_ms", stats.instantiation_ms},
-          {"kernels_compiled", stats.kernels_compiled}};
+          {"kernels_compiled", stats.kernels_compiled},
+          {"kept_mb", static_cast<double>(stats.kept_bytes) / (1 << 20)},
+          {"packed_mb", static_cast<double>(stats.packed_bytes) / (1 << 20)}};
 }
 
 /// Options the suite compiles with: errors instead of a silent eager fallback, so that a mode that

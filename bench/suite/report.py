@@ -148,6 +148,16 @@ def peak(r):
     return fmt(r["peak_mb"], 0) + " / " + fmt(r.get("reserved_mb"), 0)
 
 
+def held(r):
+    """Allocated MB held between calls after warm-up / a warm call's peak above that (C++ modes)."""
+    x = r["extra"]
+    if "held_mb" not in x:
+        return ""
+    kept = (x.get("plan") or {}).get("kept_mb")
+    text = fmt(x["held_mb"], 0) + " / " + fmt(x.get("warm_call_peak_mb"), 0)
+    return text + (f" (kept {fmt(kept, 0)})" if kept is not None else "")
+
+
 def status_or(r, text):
     return text if r["status"] == "ok" else r["status"].upper()
 
@@ -170,18 +180,20 @@ def sections(rows):
                      ("recaptures_after_warmup", "nvrtc_compiles_after_warmup", "graphs_compiled_after_warmup")),
           peak(r)] for r in ordered(rows, {"sweep"})]))
     parts.append("### BERT-base (sequence 128) and ResNet-50 (224x224) inference\n\n" + table(
-        ["case", "mode", "median ms", "p90 ms", "vs eager", "first call ms", "setup ms", "peak MB allocated / reserved", "rel. error"],
+        ["case", "mode", "median ms", "p90 ms", "vs eager", "first call ms", "setup ms", "peak MB allocated / reserved",
+         "held MB / warm call's peak MB", "rel. error"],
         [[r["case"], r["mode"], status_or(r, fmt(r["median_ms"])), fmt(r["p90_ms"]),
           fmt(r.get("speedup_vs_eager"), 2) + ("x" if r.get("speedup_vs_eager") else ""), fmt(r["first_call_ms"], 1),
-          fmt(r["setup_ms"], 1), peak(r), fmt(r["max_rel_error"])] for r in ordered(rows, {"bert", "resnet"})]))
+          fmt(r["setup_ms"], 1), peak(r), held(r), fmt(r["max_rel_error"])] for r in ordered(rows, {"bert", "resnet"})]))
     parts.append("### TinyLlama-shaped decoder, float16, batch 1: 128-token prompt, then 128 tokens with a KV cache "
                  "(decode_f16: the cache grows by concatenation; decode_static_f16: allocated once, written in place)\n\n" + table(
         ["case", "mode", "tokens/s", "% of weight-streaming bound", "ms/token median", "p90", "launches/token",
-         "host ms/token", "prompt ms", "first generation ms", "peak MB allocated / reserved", "rel. error", "greedy tokens as eager's"],
+         "host ms/token", "prompt ms", "first generation ms", "peak MB allocated / reserved",
+         "held MB / warm generation's peak MB", "rel. error", "greedy tokens as eager's"],
         [[r["case"], r["mode"], status_or(r, fmt(r["extra"].get("tokens_per_s"), 1)), fmt(r["extra"].get("pct_of_bound"), 1),
           fmt(r["median_ms"]), fmt(r["p90_ms"]), fmt(r["extra"].get("launches_per_token"), 1),
           fmt(r["extra"].get("host_ms_per_token"), 3), fmt(r["extra"].get("prompt_ms"), 2),
-          fmt(r["extra"].get("first_generation_ms"), 0), peak(r), fmt(r["max_rel_error"]),
+          fmt(r["extra"].get("first_generation_ms"), 0), peak(r), held(r), fmt(r["max_rel_error"]),
           greedy(r["extra"])]
          for r in ordered(rows, {"decode"}) if r["mode"] != "device copy"]) + streaming_bounds(rows))
     parts.append("### Training step (forward, loss, backward, AdamW): eager, the model and loss through Zenith and "

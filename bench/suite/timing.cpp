@@ -93,12 +93,29 @@ PeakMemory::PeakMemory(const torch::Device& device) : device_(device) {
   reserved_base_ = bytes(device_, &DeviceStats::reserved_bytes, /*peak=*/false);
 }
 
+void PeakMemory::mark_warm() {
+  if (!device_.is_cuda() || warm_) return;
+  synchronize(device_);
+  warm_ = true;
+  // The peaks so far are kept here: resetting the allocator's starts a warm call's afresh.
+  allocated_peak_before_warm_ = bytes(device_, &DeviceStats::allocated_bytes, /*peak=*/true);
+  reserved_peak_before_warm_ = bytes(device_, &DeviceStats::reserved_bytes, /*peak=*/true);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
+  allocated_warm_ = bytes(device_, &DeviceStats::allocated_bytes, /*peak=*/false);
+}
+
 void PeakMemory::record(Result& r) const {
   if (!device_.is_cuda()) return;  // the Result's NaN stands
   synchronize(device_);
   constexpr double kMiB = 1 << 20;
-  r.peak_mb = static_cast<double>(bytes(device_, &DeviceStats::allocated_bytes, true) - allocated_base_) / kMiB;
-  r.reserved_mb = static_cast<double>(bytes(device_, &DeviceStats::reserved_bytes, true) - reserved_base_) / kMiB;
+  const auto allocated_peak = std::max(allocated_peak_before_warm_, bytes(device_, &DeviceStats::allocated_bytes, true));
+  const auto reserved_peak = std::max(reserved_peak_before_warm_, bytes(device_, &DeviceStats::reserved_bytes, true));
+  r.peak_mb = static_cast<double>(allocated_peak - allocated_base_) / kMiB;
+  r.reserved_mb = static_cast<double>(reserved_peak - reserved_base_) / kMiB;
+  if (!warm_) return;
+  r.extra["held_mb"] = static_cast<double>(allocated_warm_ - allocated_base_) / kMiB;
+  r.extra["warm_call_peak_mb"] =
+      static_cast<double>(bytes(device_, &DeviceStats::allocated_bytes, true) - allocated_warm_) / kMiB;
 }
 
 }  // namespace zenith::bench

@@ -45,17 +45,28 @@ class PeakMemory {
   /// Gives the caching allocator's unused blocks back to the device first, so that reserved
   /// memory starts from what is allocated.
   explicit PeakMemory(const torch::Device& device);
+  /// Marks the end of setup and warm-up, before the timed calls: what is allocated now above the
+  /// start is what the mode holds between calls, and the allocated peak from here on is a warm
+  /// call's. Once, at most.
+  void mark_warm();
   /// Writes the peaks so far into `r`, in MB above the start: `peak_mb`, allocated memory (tensors
   /// alive), and `reserved_mb`, the allocator's segments, which include the memory pools of CUDA
   /// graphs (kept for their replays whether or not a tensor of the pool is alive: a graph's
   /// intermediates are freed to its pool when its capture ends, and count as allocated only then)
-  /// and its rounding and cached blocks.
+  /// and its rounding and cached blocks. After mark_warm, also `extra["held_mb"]`, allocated at
+  /// the mark above the start (what a mode keeps between calls: Zenith's kept weight copies, say),
+  /// and `extra["warm_call_peak_mb"]`, the allocated peak of the calls after the mark above what
+  /// was allocated at the mark.
   void record(Result& r) const;
 
  private:
   torch::Device device_;
   std::int64_t allocated_base_ = 0;
   std::int64_t reserved_base_ = 0;
+  bool warm_ = false;
+  std::int64_t allocated_warm_ = 0;     // allocated at mark_warm
+  std::int64_t allocated_peak_before_warm_ = 0;
+  std::int64_t reserved_peak_before_warm_ = 0;
 };
 
 }  // namespace zenith::bench
