@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/torch.h>
 
 #include "common/lowest_finite.h"
@@ -278,7 +279,7 @@ TEST(InferenceRewritesCuda, HandWrittenAttentionWithAPaddingMaskMatchesEager) {
 // Three projections of one input with weights of 64 MB each: their concatenation (192 MB) is a
 // block of the caching allocator larger than each weight's, so the weights' old memory, freed when
 // they move into it, fits no later block. Packing hands it back to the device: the memory reserved
-// after the first calls is the block and what the calls use, not the weights' size twice.
+// after the first calls grows by what the calls use, not by the block as well.
 struct WideProjectionsImpl : torch::nn::Module {
   static constexpr std::int64_t kWidth = 4096;
   WideProjectionsImpl()
@@ -292,7 +293,7 @@ TORCH_MODULE(WideProjections);
 
 std::int64_t reserved_bytes() {
   torch::cuda::synchronize();
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(kDevice.index());
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
   return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
 }
 
@@ -316,12 +317,13 @@ TEST(InferenceRewritesCuda, PackedWeightsOldMemoryGoesBackToTheDevice) {
   ASSERT_EQ(fast.stats().packed_parameters, 3);
   ASSERT_EQ(fast.stats().packed_bytes, 3 * weight_bytes);
   EXPECT_EQ(fast.stats().kept_bytes, 0) << "the kept concatenation is a view of the packed weights";
-  // The block takes 3 weights' worth; the old memory kept reserved would be 3 more. What the calls
-  // reserve beside it (the graph pool's segments, a cuBLAS workspace for the capture's stream,
-  // activations of 4 rows) is a few tens of MB: a bound of 1.5 blocks separates the two.
+  // The block takes the place of the weights' old memory, which goes back to the device: what
+  // stays reserved beyond it is what the calls use (the graph pool's segments, workspaces,
+  // activations of 4 rows), 38 MB on an H200. Kept, the old memory would add the block's 192 MB
+  // (230 MB there with the hand-back taken out): half a block separates the two.
   const auto grown = reserved_bytes() - before;
-  EXPECT_LT(grown, 3 * weight_bytes * 3 / 2) << "reserved grew by " << grown << " bytes for a block of "
-                                               << 3 * weight_bytes;
+  EXPECT_LT(grown, 3 * weight_bytes / 2) << "reserved grew by " << grown << " bytes for a block of "
+                                         << 3 * weight_bytes;
 }
 
 // A number made on the CPU from a size, as traces make them (DeBERTa divides its scores by the
