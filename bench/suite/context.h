@@ -25,6 +25,8 @@ struct Context {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   /// Zenith's kernel cache folder for this run: NVRTC compiles are counted as new files in it.
   std::string kernel_cache_dir;
+  /// `--memory-trace N`: a mode's first N calls say where memory went (memory_trace.h); 0: off.
+  int memory_trace_calls = 0;
 
   bool wants(const std::string& mode) const { return modes.count(mode) > 0; }
   bool past_deadline() const { return std::chrono::steady_clock::now() > deadline; }

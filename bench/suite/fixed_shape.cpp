@@ -5,6 +5,7 @@
 
 #include "accuracy.h"
 #include "case_files.h"
+#include "memory_trace.h"
 #include "timing.h"
 
 namespace zenith::bench {
@@ -17,6 +18,8 @@ void measure_mode(const Context& context, const FixedCase& c, const ModeMaker& m
   PeakMemory memory(context.device);
   Mode mode;
   r.setup_ms = wall_ms(context.device, [&] { mode = maker.make(); });
+  mode.call = traced_calls(std::move(mode.call), context.device, c.spec->name + " " + maker.name,
+                           context.memory_trace_calls);
   Tensors out;
   r.first_call_ms = wall_ms(context.device, [&] { out = mode.call(c.inputs); });
   for (int i = 1; i < context.warmup_calls(); ++i) out = mode.call(c.inputs);

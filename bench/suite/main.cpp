@@ -3,6 +3,10 @@
 //   zenith_bench_suite --dir FOLDER --out results.json [--cases cases.json] [--only a,b]
 //                      [--modes torchscript,zenith,aoti] [--seconds S] [--budget-s S]
 //                      [--tiny]   the cases' smoke sizes (to try the whole pipeline on a CPU)
+//                      [--memory-trace N]  memory after each of a mode's first N calls that
+//                                 raised a peak, on standard error (memory_trace.h); N below the
+//                                 warm-up's calls leaves the timed ones alone (5 for a fixed-shape
+//                                 case, 387 for a decoder: its first three generations)
 //   zenith_bench_suite --smoke      tiny sizes on the CPU, eager against Zenith only, no Python
 //                                   files; exits 1 unless every case matched eager (the CI test)
 // The results file is rewritten after every case, so a run stopped early still leaves what it did.
@@ -37,6 +41,7 @@ struct Arguments {
   double budget_s = 0;
   bool smoke = false;
   bool tiny = false;
+  int memory_trace_calls = 0;
 };
 
 std::set<std::string> split(const std::string& list) {
@@ -65,6 +70,7 @@ Arguments parse(int argc, char** argv) {
     else if (flag == "--budget-s") a.budget_s = std::stod(value());
     else if (flag == "--smoke") a.smoke = true;
     else if (flag == "--tiny") a.tiny = true;
+    else if (flag == "--memory-trace") a.memory_trace_calls = std::stoi(value());
     else throw std::runtime_error("unknown argument " + flag + " (see the comment at the top of bench/suite/main.cpp)");
   }
   if (a.smoke) {
@@ -97,6 +103,7 @@ int run(int argc, char** argv) {
   context.modes = args.modes;
   context.seconds_per_mode = args.tiny ? 0 : args.seconds;
   context.kernel_cache_dir = cache.path;
+  context.memory_trace_calls = args.memory_trace_calls;
   if (args.budget_s > 0) {
     context.deadline = std::chrono::steady_clock::now() +
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.budget_s));

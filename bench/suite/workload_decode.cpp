@@ -21,6 +21,7 @@
 #include "fixed_shape.h"
 #include "greedy_tokens.h"
 #include "kernel_profile.h"
+#include "memory_trace.h"
 #include "models/llama.h"
 #include "models/llama_safetensors.h"
 #include "timing.h"
@@ -152,6 +153,8 @@ Result decode_mode(const Context& context, const CaseSpec& spec, const ModeMaker
   PeakMemory memory(context.device);
   Mode mode;
   r.setup_ms = wall_ms(context.device, [&] { mode = maker.make(); });
+  mode.call = traced_calls(std::move(mode.call), context.device, spec.name + " " + maker.name,
+                           context.memory_trace_calls);
   StaticCaches caches;
   if (d.static_cache) {
     const auto slots = d.prompt.size(1) + d.tokens.size(1);

@@ -1,0 +1,52 @@
+#include "memory_trace.h"
+
+#include <cstdio>
+#include <memory>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/cuda.h>
+
+namespace zenith::bench {
+
+namespace {
+
+struct Bytes {
+  std::int64_t allocated = 0, allocated_peak = 0, reserved = 0, reserved_peak = 0;
+};
+
+Bytes now(const torch::Device& device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return {stats.allocated_bytes[all].current, stats.allocated_bytes[all].peak, stats.reserved_bytes[all].current,
+          stats.reserved_bytes[all].peak};
+}
+
+}  // namespace
+
+Call traced_calls(Call call, const torch::Device& device, std::string label, int calls) {
+  if (!device.is_cuda() || calls <= 0) return call;
+  torch::cuda::synchronize(device.index());
+  const auto start = std::make_shared<Bytes>(now(device));
+  const auto last = std::make_shared<Bytes>(*start);  // at the last line printed
+  const auto made = std::make_shared<int>(0);
+  return [call = std::move(call), device, label = std::move(label), calls, start, last, made](const Tensors& inputs) {
+    auto outputs = call(inputs);
+    if (*made < calls) {
+      ++*made;
+      torch::cuda::synchronize(device.index());
+      const auto b = now(device);
+      if (*made > 1 && b.allocated_peak == last->allocated_peak && b.reserved_peak == last->reserved_peak) {
+        return outputs;
+      }
+      *last = b;
+      constexpr double kMiB = 1 << 20;
+      auto mb = [&](std::int64_t bytes, std::int64_t base) { return static_cast<double>(bytes - base) / kMiB; };
+      std::fprintf(stderr, "memory %s call %d: allocated %.1f MB (peak %.1f) reserved %.1f MB (peak %.1f)\n",
+                   label.c_str(), *made, mb(b.allocated, start->allocated), mb(b.allocated_peak, start->allocated),
+                   mb(b.reserved, start->reserved), mb(b.reserved_peak, start->reserved));
+    }
+    return outputs;
+  };
+}
+
+}  // namespace zenith::bench
