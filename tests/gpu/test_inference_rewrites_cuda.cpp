@@ -6,9 +6,10 @@
 // kept as derived values (passes/channels_last_convolutions.h, runtime/derived_values.h),
 // projections of one input run as one product over their weights concatenated
 // (passes/sibling_products.h), a derived value too, the weights moved into it and their old memory
-// handed back to the device (runtime/parameter_packing.h), and a number made on the CPU from a size read on the device
-// (passes/scalar_constants_on_device.h). Every call has fresh inputs, the third and later replay a
-// CUDA graph, and parameters and buffers updated in place or replaced between calls are seen.
+// handed back to the device (runtime/parameter_packing.h), and a number made on the CPU from a size
+// read on the device (passes/scalar_constants_on_device.h). Every call has fresh inputs, the third
+// and later replay a CUDA graph, and parameters and buffers updated in place or replaced between
+// calls are seen.
 // Label gpu.
 #include <gtest/gtest.h>
 
