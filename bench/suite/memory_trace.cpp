@@ -3,38 +3,24 @@
 #include <cstdio>
 #include <memory>
 
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/cuda.h>
 
+#include "timing.h"
+
 namespace zenith::bench {
-
-namespace {
-
-struct Bytes {
-  std::int64_t allocated = 0, allocated_peak = 0, reserved = 0, reserved_peak = 0;
-};
-
-Bytes now(const torch::Device& device) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-  const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-  return {stats.allocated_bytes[all].current, stats.allocated_bytes[all].peak, stats.reserved_bytes[all].current,
-          stats.reserved_bytes[all].peak};
-}
-
-}  // namespace
 
 Call traced_calls(Call call, const torch::Device& device, std::string label, int calls) {
   if (!device.is_cuda() || calls <= 0) return call;
   torch::cuda::synchronize(device.index());
-  const auto start = std::make_shared<Bytes>(now(device));
-  const auto last = std::make_shared<Bytes>(*start);  // at the last line printed
+  const auto start = std::make_shared<AllocatorBytes>(allocator_bytes(device));
+  const auto last = std::make_shared<AllocatorBytes>(*start);  // at the last line printed
   const auto made = std::make_shared<int>(0);
   return [call = std::move(call), device, label = std::move(label), calls, start, last, made](const Tensors& inputs) {
     auto outputs = call(inputs);
     if (*made < calls) {
       ++*made;
       torch::cuda::synchronize(device.index());
-      const auto b = now(device);
+      const auto b = allocator_bytes(device);
       if (*made > 1 && b.allocated_peak == last->allocated_peak && b.reserved_peak == last->reserved_peak) {
         return outputs;
       }

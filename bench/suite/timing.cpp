@@ -32,17 +32,14 @@ double one_call_ms(const torch::Device& device, const std::function<void()>& bod
 
 c10::DeviceIndex index_of(const torch::Device& device) { return device.index() < 0 ? 0 : device.index(); }
 
-using DeviceStats = c10::CachingDeviceAllocator::DeviceStats;
-using StatArray = c10::CachingAllocator::StatArray;
-
-// One of the caching allocator's byte counts (allocated_bytes, reserved_bytes), now or at its peak.
-std::int64_t bytes(const torch::Device& device, StatArray DeviceStats::*which, bool peak) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-  const auto& stat = (stats.*which)[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-  return peak ? stat.peak : stat.current;
-}
-
 }  // namespace
+
+AllocatorBytes allocator_bytes(const torch::Device& device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+  const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return {stats.allocated_bytes[all].current, stats.allocated_bytes[all].peak, stats.reserved_bytes[all].current,
+          stats.reserved_bytes[all].peak};
+}
 
 Samples summarize(std::vector<double> ms) {
   Samples s;
@@ -89,8 +86,9 @@ PeakMemory::PeakMemory(const torch::Device& device) : device_(device) {
   synchronize(device_);
   c10::cuda::CUDACachingAllocator::emptyCache();
   c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
-  allocated_base_ = bytes(device_, &DeviceStats::allocated_bytes, /*peak=*/false);
-  reserved_base_ = bytes(device_, &DeviceStats::reserved_bytes, /*peak=*/false);
+  const auto start = allocator_bytes(device_);
+  allocated_base_ = start.allocated;
+  reserved_base_ = start.reserved;
 }
 
 void PeakMemory::mark_warm() {
@@ -98,24 +96,26 @@ void PeakMemory::mark_warm() {
   synchronize(device_);
   warm_ = true;
   // The peaks so far are kept here: resetting the allocator's starts a warm call's afresh.
-  allocated_peak_before_warm_ = bytes(device_, &DeviceStats::allocated_bytes, /*peak=*/true);
-  reserved_peak_before_warm_ = bytes(device_, &DeviceStats::reserved_bytes, /*peak=*/true);
+  const auto before = allocator_bytes(device_);
+  allocated_peak_before_warm_ = before.allocated_peak;
+  reserved_peak_before_warm_ = before.reserved_peak;
   c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
-  allocated_warm_ = bytes(device_, &DeviceStats::allocated_bytes, /*peak=*/false);
+  allocated_warm_ = allocator_bytes(device_).allocated;
 }
 
 void PeakMemory::record(Result& r) const {
   if (!device_.is_cuda()) return;  // the Result's NaN stands
   synchronize(device_);
   constexpr double kMiB = 1 << 20;
-  const auto allocated_peak = std::max(allocated_peak_before_warm_, bytes(device_, &DeviceStats::allocated_bytes, true));
-  const auto reserved_peak = std::max(reserved_peak_before_warm_, bytes(device_, &DeviceStats::reserved_bytes, true));
+  const auto now = allocator_bytes(device_);
+  const auto allocated_peak = std::max(allocated_peak_before_warm_, now.allocated_peak);
+  const auto reserved_peak = std::max(reserved_peak_before_warm_, now.reserved_peak);
   r.peak_mb = static_cast<double>(allocated_peak - allocated_base_) / kMiB;
   r.reserved_mb = static_cast<double>(reserved_peak - reserved_base_) / kMiB;
   if (!warm_) return;
   r.extra["held_mb"] = static_cast<double>(allocated_warm_ - allocated_base_) / kMiB;
   r.extra["warm_call_peak_mb"] =
-      static_cast<double>(bytes(device_, &DeviceStats::allocated_bytes, true) - allocated_warm_) / kMiB;
+      static_cast<double>(now.allocated_peak - allocated_warm_) / kMiB;
 }
 
 }  // namespace zenith::bench

@@ -38,6 +38,13 @@ double host_ms(const std::function<void()>& body);
 Samples time_calls(const torch::Device& device, const std::function<void()>& body, double seconds, int min_reps,
                    int max_reps);
 
+/// The CUDA caching allocator's byte counts on `device` (a CUDA device), now and at their peaks
+/// since the last reset.
+struct AllocatorBytes {
+  std::int64_t allocated = 0, allocated_peak = 0, reserved = 0, reserved_peak = 0;
+};
+AllocatorBytes allocator_bytes(const torch::Device& device);
+
 /// Device memory above what was in use when it was made, at its peak: what a mode needs beyond the
 /// weights and inputs every mode shares. NaN on the CPU.
 class PeakMemory {

@@ -16,11 +16,13 @@
 #include <torch/torch.h>
 
 #include "training/gradient_check.h"
+#include "gpu/allocator_bytes.h"
 #include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
 namespace {
 
+using zenith::testing::allocated_bytes;
 using zenith::testing::expect_close;
 using zenith::testing::Mlp;
 using zenith::testing::no_fallback;
@@ -72,12 +74,6 @@ TEST_F(InferenceGraphs, ReplaysMatchEagerAndKeptResultsStay) {
   EXPECT_EQ(stats.graph_plain_runs, 0);
   EXPECT_EQ(stats.graph_failures, 0);
   EXPECT_EQ(stats.eager_calls, 0);
-}
-
-std::int64_t allocated_bytes() {
-  torch::cuda::synchronize();
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
-  return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
 }
 
 TEST_F(InferenceGraphs, GraphsOfEverySizeShareOnePoolAndKeepNoMemoryBetweenReplays) {

@@ -17,7 +17,6 @@
 #include <cmath>
 
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <torch/torch.h>
 
 #include "common/lowest_finite.h"
@@ -25,6 +24,7 @@
 #include "common/temp_folder.h"
 #include "common_relative_error.h"
 #include "core/dump.h"
+#include "gpu/allocator_bytes.h"
 #include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
@@ -34,6 +34,7 @@ namespace {
 using testing::no_fallback;
 using testing::pass_counter;
 using testing::relative_error;
+using testing::reserved_bytes;
 
 const torch::Device kDevice(torch::kCUDA);
 constexpr int kCalls = 5;  // the capture, one run launch by launch, a graph capture, two replays
@@ -291,12 +292,6 @@ struct WideProjectionsImpl : torch::nn::Module {
   torch::nn::Linear q, k, v;
 };
 TORCH_MODULE(WideProjections);
-
-std::int64_t reserved_bytes() {
-  torch::cuda::synchronize();
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-  return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
-}
 
 TEST(InferenceRewritesCuda, PackedWeightsOldMemoryGoesBackToTheDevice) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";

@@ -12,6 +12,7 @@
 
 #include "common/error_message.h"
 #include "common_relative_error.h"
+#include "gpu/allocator_bytes.h"
 #include "gpu/two_layer_mlp.h"
 #include "zenith/compile.h"
 
@@ -20,6 +21,7 @@ namespace {
 using zenith::testing::Mlp;
 using zenith::testing::no_fallback;
 using zenith::testing::relative_error;
+using zenith::testing::reserved_bytes;
 
 namespace allocator = c10::cuda::CUDACachingAllocator;
 
@@ -29,10 +31,6 @@ constexpr double kTolerance = 1e-3;
 // Rows of a call: its intermediates, 64 floats a row, take 16 MiB each, far above the 2 MiB of
 // headroom the limited allocator leaves.
 constexpr std::int64_t kRows = 1 << 16;
-
-std::int64_t reserved_bytes(c10::DeviceIndex device) {
-  return allocator::getDeviceStats(device).reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
-}
 
 TEST(OutOfMemoryCuda, APlanThatRunsOutOfDeviceMemoryGivesAnErrorAndTheModuleKeepsWorking) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
@@ -56,7 +54,7 @@ TEST(OutOfMemoryCuda, APlanThatRunsOutOfDeviceMemoryGivesAnErrorAndTheModuleKeep
   // Only what the allocator holds now, plus 2 MiB: the call's intermediates cannot fit.
   allocator::emptyCache();
   const double total = static_cast<double>(at::cuda::getCurrentDeviceProperties()->totalGlobalMem);
-  allocator::setMemoryFraction((reserved_bytes(device.index()) + (2 << 20)) / total, device.index());
+  allocator::setMemoryFraction((reserved_bytes() + (2 << 20)) / total, device.index());
   torch::Tensor got;
   const std::string message = zenith::testing::error_message_of([&] { got = fast(x); });
   allocator::setMemoryFraction(1.0, device.index());

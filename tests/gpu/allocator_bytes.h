@@ -1,0 +1,28 @@
+// The CUDA caching allocator's byte counts on the current device, read after the device finished
+// what was queued on it: what the gpu tests of packing, graph pools and out-of-memory compare.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/cuda.h>
+
+namespace zenith::testing {
+
+/// Bytes of tensors alive.
+inline std::int64_t allocated_bytes() {
+  torch::cuda::synchronize();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+/// Bytes of the allocator's segments: tensors alive, cached blocks, CUDA graph pools.
+inline std::int64_t reserved_bytes() {
+  torch::cuda::synchronize();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+}
+
+}  // namespace zenith::testing
