@@ -1,0 +1,175 @@
+# One precompiled <torch/torch.h> for every C++ target that builds against LibTorch, the library's
+# own (core/CMakeLists.txt precompiles its narrower set) aside.
+#
+# Why: parsing <torch/torch.h> costs about 35 s of one core per translation unit (GCC 12, -O2), and
+# the tests, the bench, the tools and the examples have some 150 of them; CI has 2 cores and a
+# clean clone builds everything. Loaded from a precompiled header it costs about 13 s.
+#
+# GCC uses a precompiled header only where it was made with the same code-generation settings
+# (-fPIC against -fPIE, the optimization level) and where every macro defined when it was made is
+# defined alike (GoogleTest's GTEST_HAS_PTHREAD, for one). So there is one header per kind of
+# target: position-independent library or executable, test code (-O0, tests/CMakeLists.txt) or not,
+# with or without GoogleTest. Each is made once, in a target of its own (zenith_pch_<kind>). A
+# target it does not suit would still build, from the headers, with a -Winvalid-pch warning saying
+# why; the kinds here keep that from happening.
+
+set(ZENITH_PCH_DIR ${CMAKE_BINARY_DIR}/precompiled-torch)
+
+# zenith_links_to(target names... OUTPUT var): whether target links, directly or through other
+# targets, one of names.
+function(zenith_links_to target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "OUTPUT" "NAMES")
+  set(pending ${target})
+  set(seen)
+  while(pending)
+    list(POP_FRONT pending item)
+    # A static library's private dependencies reach its users as $<LINK_ONLY:...>.
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" item "${item}")
+    # Before the TARGET test: an imported target (GoogleTest's) is seen only in its own folder.
+    if(item IN_LIST arg_NAMES)
+      set(${arg_OUTPUT} TRUE PARENT_SCOPE)
+      return()
+    endif()
+    if(item IN_LIST seen OR item MATCHES "^\\$<" OR NOT TARGET ${item})
+      continue()
+    endif()
+    list(APPEND seen ${item})
+    get_target_property(aliased ${item} ALIASED_TARGET)
+    if(aliased)
+      list(APPEND pending ${aliased})
+      continue()
+    endif()
+    get_target_property(type ${item} TYPE)
+    if(NOT type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(direct ${item} LINK_LIBRARIES)
+      if(direct)
+        list(APPEND pending ${direct})
+      endif()
+    endif()
+    get_target_property(interface ${item} INTERFACE_LINK_LIBRARIES)
+    if(interface)
+      list(APPEND pending ${interface})
+    endif()
+  endwhile()
+  set(${arg_OUTPUT} FALSE PARENT_SCOPE)
+endfunction()
+
+# zenith_pch_holder(kind OUTPUT var): the target that makes the precompiled header of one kind,
+# created on first use. kind is <pic|pie>-<optimized|test>-<gtest|plain>.
+function(zenith_pch_holder kind)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "OUTPUT" "")
+  set(holder zenith_pch_${kind})
+  string(REPLACE "-" ";" parts ${kind})
+  list(GET parts 0 code)
+  list(GET parts 1 optimization)
+  list(GET parts 2 framework)
+  if(NOT TARGET ${holder})
+    # An object library builds the header and one empty file, and links nothing.
+    set(anchor ${ZENITH_PCH_DIR}/${kind}.cpp)
+    file(WRITE ${anchor} "// Makes zenith_pch_${kind}'s precompiled header (cmake/zenith_precompiled_torch.cmake).\n")
+    add_library(${holder} OBJECT ${anchor})
+    target_link_libraries(${holder} PRIVATE ${TORCH_LIBRARIES})
+    if(code STREQUAL "pic")
+      set_target_properties(${holder} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    else()
+      # What CMake gives an executable under CMAKE_POSITION_INDEPENDENT_CODE.
+      set_target_properties(${holder} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+      target_compile_options(${holder} PRIVATE -fPIE)
+    endif()
+    if(optimization STREQUAL "test")
+      target_compile_options(${holder} PRIVATE -O0)
+    endif()
+    if(framework STREQUAL "gtest")
+      find_package(GTest REQUIRED)  # its targets are seen only in the folders that looked for it
+      target_link_libraries(${holder} PRIVATE GTest::gtest)
+      target_precompile_headers(${holder} PRIVATE <gtest/gtest.h> <torch/torch.h>)
+    else()
+      target_precompile_headers(${holder} PRIVATE <torch/torch.h>)
+    endif()
+  endif()
+  set(${arg_OUTPUT} ${holder} PARENT_SCOPE)
+endfunction()
+
+# zenith_collect_targets(dir OUTPUT var): the build-system targets of dir and its subdirectories.
+function(zenith_collect_targets dir)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "OUTPUT" "")
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirectories DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory ${subdirectories})
+    zenith_collect_targets(${subdirectory} OUTPUT more)
+    list(APPEND targets ${more})
+  endforeach()
+  set(${arg_OUTPUT} ${targets} PARENT_SCOPE)
+endfunction()
+
+# zenith_precompile_torch(): every C++ executable and library of this project that links LibTorch,
+# has no precompiled header of its own and compiles position-dependent-or-not as CMake decides,
+# reuses the precompiled header of its kind. Called once, after every target is defined.
+function(zenith_precompile_torch)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # The kinds above are GCC's rules; other compilers build from the headers.
+    return()
+  endif()
+  zenith_collect_targets(${CMAKE_SOURCE_DIR} OUTPUT targets)
+  set(kinds)
+  foreach(target ${targets})
+    get_target_property(type ${target} TYPE)
+    if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$"
+       OR target MATCHES "^zenith_pch_")
+      continue()
+    endif()
+    get_target_property(own ${target} PRECOMPILE_HEADERS)
+    get_target_property(reused ${target} PRECOMPILE_HEADERS_REUSE_FROM)
+    get_target_property(sources ${target} SOURCES)
+    list(FILTER sources INCLUDE REGEX "\\.(cpp|cc|cxx)$")
+    if(own OR reused OR NOT sources)
+      continue()
+    endif()
+    zenith_links_to(${target} NAMES torch OUTPUT torch)
+    if(NOT torch)
+      continue()
+    endif()
+    get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
+    if(type STREQUAL "EXECUTABLE")
+      set(code pie)
+    elseif(pic OR type MATCHES "^(SHARED|MODULE)_LIBRARY$")
+      set(code pic)
+    else()
+      continue()  # a library compiled without -fPIC: no kind made for it
+    endif()
+    get_target_property(options ${target} COMPILE_OPTIONS)
+    if("-O0" IN_LIST options)
+      set(optimization test)
+    else()
+      set(optimization optimized)
+    endif()
+    zenith_links_to(${target} NAMES GTest::gtest GTest::gtest_main GTest::GTest GTest::Main OUTPUT gtest)
+    if(gtest)
+      set(framework gtest)
+    else()
+      set(framework plain)
+    endif()
+    set(kind ${code}-${optimization}-${framework})
+    list(APPEND kinds ${kind})
+    list(APPEND users_${kind} ${target})
+    list(LENGTH sources n)
+    if(NOT DEFINED sources_${kind})
+      set(sources_${kind} 0)
+    endif()
+    math(EXPR sources_${kind} "${sources_${kind}} + ${n}")
+  endforeach()
+  # Making a header costs about two files' parsing: a kind with fewer files builds from the headers.
+  list(REMOVE_DUPLICATES kinds)
+  set(count 0)
+  foreach(kind ${kinds})
+    if(sources_${kind} LESS 3)
+      continue()
+    endif()
+    zenith_pch_holder(${kind} OUTPUT holder)
+    foreach(target ${users_${kind}})
+      target_precompile_headers(${target} REUSE_FROM ${holder})
+      math(EXPR count "${count} + 1")
+    endforeach()
+  endforeach()
+  message(STATUS "Zenith: ${count} targets reuse a precompiled <torch/torch.h> (cmake/zenith_precompiled_torch.cmake)")
+endfunction()
