@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -97,7 +98,10 @@ void llama_decode(c10::ScalarType dtype, std::int64_t batch) {
   llama->to(torch::kCUDA, dtype);
   zenith::models::LlamaStaticCache model(llama);
   const auto longs = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA);
-  auto [k, v] = zenith::models::static_cache(config, batch, 256, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
+  // Named, not a structured binding: C++17 lambdas cannot capture one (Clang refuses).
+  auto cache = zenith::models::static_cache(config, batch, 256, torch::TensorOptions().dtype(dtype).device(torch::kCUDA));
+  auto& k = std::get<0>(cache);
+  auto& v = std::get<1>(cache);
   auto token = torch::randint(config.vocab_size, {batch, 1}, longs);
   auto position = torch::full({1}, 128, longs);
   const std::string name = "TinyLlama-shaped decode step b" + std::to_string(batch) + " " + c10::toString(dtype);

@@ -3,15 +3,17 @@
 #
 # Why: parsing <torch/torch.h> costs about 35 s of one core per translation unit (GCC 12, -O2), and
 # the tests, the bench, the tools and the examples have some 150 of them; CI has 2 cores and a
-# clean clone builds everything. Loaded from a precompiled header it costs about 13 s.
+# clean clone builds everything. Loaded from a precompiled header it costs about 13 s under GCC 12,
+# most of it instantiating the headers' templates again, and about 3 s under Clang 14, which
+# instantiates them once in the header (-fpch-instantiate-templates, CMake's default for Clang).
 #
-# GCC uses a precompiled header only where it was made with the same code-generation settings
-# (-fPIC against -fPIE, the optimization level) and where every macro defined when it was made is
-# defined alike (GoogleTest's GTEST_HAS_PTHREAD, for one). So there is one header per kind of
-# target: position-independent library or executable, test code (-O0, tests/CMakeLists.txt) or not,
-# with or without GoogleTest. Each is made once, in a target of its own (zenith_pch_<kind>). A
-# target it does not suit would still build, from the headers, with a -Winvalid-pch warning saying
-# why; the kinds here keep that from happening.
+# A precompiled header serves only where it was made with the same code-generation settings
+# (-fPIC against -fPIE, the optimization level, symbol visibility) and where every macro defined
+# when it was made is defined alike (GoogleTest's GTEST_HAS_PTHREAD, for one). So there is one
+# header per kind of target: position-independent library or executable, test code (-O0,
+# tests/CMakeLists.txt) or not, with or without GoogleTest, hidden symbols (the plugins) or not.
+# Each is made once, in a target of its own (zenith_pch_<kind>). A target one does not suit would
+# build from the headers under GCC, with a -Winvalid-pch warning saying why, and fail under Clang.
 
 set(ZENITH_PCH_DIR ${CMAKE_BINARY_DIR}/precompiled-torch)
 
@@ -55,7 +57,7 @@ function(zenith_links_to target)
 endfunction()
 
 # zenith_pch_holder(kind OUTPUT var): the target that makes the precompiled header of one kind,
-# created on first use. kind is <pic|pie>-<optimized|test>-<gtest|plain>.
+# created on first use. kind is <pic|pie>-<optimized|test>-<gtest|plain>-<default|hidden>.
 function(zenith_pch_holder kind)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "OUTPUT" "")
   set(holder zenith_pch_${kind})
@@ -63,6 +65,7 @@ function(zenith_pch_holder kind)
   list(GET parts 0 code)
   list(GET parts 1 optimization)
   list(GET parts 2 framework)
+  list(GET parts 3 symbols)
   if(NOT TARGET ${holder})
     # An object library builds the header and one empty file, and links nothing.
     set(anchor ${ZENITH_PCH_DIR}/${kind}.cpp)
@@ -78,6 +81,9 @@ function(zenith_pch_holder kind)
     endif()
     if(optimization STREQUAL "test")
       target_compile_options(${holder} PRIVATE -O0)
+    endif()
+    if(symbols STREQUAL "hidden")
+      set_target_properties(${holder} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
     endif()
     if(framework STREQUAL "gtest")
       find_package(GTest REQUIRED)  # its targets are seen only in the folders that looked for it
@@ -106,9 +112,8 @@ endfunction()
 # has no precompiled header of its own and compiles position-dependent-or-not as CMake decides,
 # reuses the precompiled header of its kind. Called once, after every target is defined.
 function(zenith_precompile_torch)
-  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    # The kinds above are GCC's rules; other compilers build from the headers.
-    return()
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang)$")
+    return()  # the kinds above follow GCC's and Clang's rules
   endif()
   zenith_collect_targets(${CMAKE_SOURCE_DIR} OUTPUT targets)
   set(kinds)
@@ -149,7 +154,16 @@ function(zenith_precompile_torch)
     else()
       set(framework plain)
     endif()
-    set(kind ${code}-${optimization}-${framework})
+    get_target_property(visibility ${target} CXX_VISIBILITY_PRESET)
+    get_target_property(inlines ${target} VISIBILITY_INLINES_HIDDEN)
+    if(visibility STREQUAL "hidden" AND inlines)
+      set(symbols hidden)
+    elseif(NOT visibility AND NOT inlines)
+      set(symbols default)
+    else()
+      continue()  # half hidden: no kind made for it
+    endif()
+    set(kind ${code}-${optimization}-${framework}-${symbols})
     list(APPEND kinds ${kind})
     list(APPEND users_${kind} ${target})
     list(LENGTH sources n)

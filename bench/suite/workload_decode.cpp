@@ -11,6 +11,7 @@
 // less its prompt alone) and how long the host spends in a step call.
 #include <chrono>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include <torch/torch.h>
@@ -74,9 +75,10 @@ class HostTimer {
 
 Generation generate_growing(const Context& context, const Decode& d, const Call& step) {
   Generation g;
-  auto [k, v] = zenith::models::empty_cache(d.config, 1, d.cache_options);
+  // A tuple, not a structured binding: C++17 lambdas cannot capture one (Clang refuses).
+  const auto cache = zenith::models::empty_cache(d.config, 1, d.cache_options);
   Tensors out;
-  g.prompt_ms = wall_ms(context.device, [&] { out = step({d.prompt, k, v}); });
+  g.prompt_ms = wall_ms(context.device, [&] { out = step({d.prompt, std::get<0>(cache), std::get<1>(cache)}); });
   g.logits.push_back(out.at(0));
   g.decode_ms = wall_ms(context.device, [&] {
     for (std::int64_t i = 0; i < d.tokens.size(1); ++i) {

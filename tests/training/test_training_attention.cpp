@@ -305,7 +305,10 @@ TEST_F(TrainingTest, AttentionWithDropoutDrawsEagersRandomNumbers) {
     {
       // The comparison can fail: two of eager's own draws give gradients further apart than the
       // tolerances of check_steps in either precision.
-      auto [x, bias] = draw();
+      // Named, not a structured binding: C++17 lambdas cannot capture one (Clang refuses).
+      const auto drawn = draw();
+      const auto& x = std::get<0>(drawn);
+      const auto& bias = std::get<1>(drawn);
       auto gradient_with_seed = [&](int seed) {
         eager->zero_grad();
         torch::manual_seed(seed);
