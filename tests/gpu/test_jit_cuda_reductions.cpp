@@ -237,7 +237,9 @@ TEST_F(JitCudaReductions, ANewSequenceLengthReusesTheKernels) {
       auto x = torch::randn({8, length, 64}, torch::kCUDA), w = torch::randn({64}, torch::kCUDA);
       EXPECT_LE(relative_error(fast(x, w), fn(x, w)), 1e-5) << "length " << length << ", " << call_name(call);
     }
-    if (length != 100) EXPECT_EQ(fast.report().kernels_compiled, 0) << "length " << length;
+    if (length != 100) {
+      EXPECT_EQ(fast.report().kernels_compiled, 0) << "length " << length;
+    }
   }
 }
 

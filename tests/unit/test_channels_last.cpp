@@ -79,7 +79,9 @@ TEST(ChannelsLast, ConvolutionsReadChannelsLastCopiesMadeOnce) {
   for (int id : g.inputs) defined[id] = true;
   for (const auto& node : g.nodes) {
     for (const auto& arg : node.args) {
-      if (const auto* ref = std::get_if<ir::ValueRef>(&arg.value)) EXPECT_TRUE(defined[ref->id]) << node.op;
+      if (const auto* ref = std::get_if<ir::ValueRef>(&arg.value)) {
+        EXPECT_TRUE(defined[ref->id]) << node.op;
+      }
     }
     for (int out : node.outputs) defined[out] = true;
   }
