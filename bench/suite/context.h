@@ -27,6 +27,8 @@ struct Context {
   std::string kernel_cache_dir;
   /// `--memory-trace N`: a mode's first N calls say where memory went (memory_trace.h); 0: off.
   int memory_trace_calls = 0;
+  /// `--memory-history`: over those calls, which allocations make the peak (memory_history.h).
+  bool memory_history = false;
 
   bool wants(const std::string& mode) const { return modes.count(mode) > 0; }
   bool past_deadline() const { return std::chrono::steady_clock::now() > deadline; }

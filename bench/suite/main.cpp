@@ -42,6 +42,7 @@ struct Arguments {
   bool smoke = false;
   bool tiny = false;
   int memory_trace_calls = 0;
+  bool memory_history = false;
 };
 
 std::set<std::string> split(const std::string& list) {
@@ -71,12 +72,15 @@ Arguments parse(int argc, char** argv) {
     else if (flag == "--smoke") a.smoke = true;
     else if (flag == "--tiny") a.tiny = true;
     else if (flag == "--memory-trace") a.memory_trace_calls = std::stoi(value());
+    else if (flag == "--memory-history") a.memory_history = true;
     else throw std::runtime_error("unknown argument " + flag + " (see the comment at the top of bench/suite/main.cpp)");
   }
   if (a.smoke) {
     a.tiny = true;
     a.modes = {"zenith"};
     a.dir.clear();
+  } else if (a.memory_history && a.memory_trace_calls <= 0) {
+    throw std::runtime_error("--memory-history records the calls --memory-trace N watches: give N as well");
   } else if (a.dir.empty()) {
     throw std::runtime_error("--dir FOLDER (prepare.py's output) is required unless --smoke");
   }
@@ -104,6 +108,7 @@ int run(int argc, char** argv) {
   context.seconds_per_mode = args.tiny ? 0 : args.seconds;
   context.kernel_cache_dir = cache.path;
   context.memory_trace_calls = args.memory_trace_calls;
+  context.memory_history = args.memory_history;
   if (args.budget_s > 0) {
     context.deadline = std::chrono::steady_clock::now() +
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.budget_s));

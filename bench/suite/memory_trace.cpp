@@ -5,21 +5,26 @@
 
 #include <torch/cuda.h>
 
+#include "memory_history.h"
 #include "timing.h"
 
 namespace zenith::bench {
 
-Call traced_calls(Call call, const torch::Device& device, std::string label, int calls) {
+Call traced_calls(Call call, const torch::Device& device, std::string label, int calls, bool history) {
   if (!device.is_cuda() || calls <= 0) return call;
   torch::cuda::synchronize(device.index());
   const auto start = std::make_shared<AllocatorBytes>(allocator_bytes(device));
   const auto last = std::make_shared<AllocatorBytes>(*start);  // at the last line printed
   const auto made = std::make_shared<int>(0);
-  return [call = std::move(call), device, label = std::move(label), calls, start, last, made](const Tensors& inputs) {
+  const auto recorder = history ? std::make_shared<MemoryHistory>(device) : nullptr;
+  return [call = std::move(call), device, label = std::move(label), calls, start, last, made,
+          recorder](const Tensors& inputs) {
     auto outputs = call(inputs);
     if (*made < calls) {
       ++*made;
       torch::cuda::synchronize(device.index());
+      if (recorder) recorder->mark_call_end();
+      if (recorder && *made == calls) recorder->report(label, stderr);
       const auto b = allocator_bytes(device);
       if (*made > 1 && b.allocated_peak == last->allocated_peak && b.reserved_peak == last->reserved_peak) {
         return outputs;

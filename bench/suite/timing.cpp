@@ -8,6 +8,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/cuda.h>
 
+#include "memory_history.h"
+
 namespace zenith::bench {
 
 namespace {
@@ -97,10 +99,26 @@ void PeakMemory::mark_warm() {
   warm_ = true;
   // The peaks so far are kept here: resetting the allocator's starts a warm call's afresh.
   const auto before = allocator_bytes(device_);
-  allocated_peak_before_warm_ = before.allocated_peak;
-  reserved_peak_before_warm_ = before.reserved_peak;
+  allocated_peak_before_warm_ = std::max(allocated_peak_excluded_, before.allocated_peak);
+  reserved_peak_before_warm_ = std::max(reserved_peak_excluded_, before.reserved_peak);
+  allocated_peak_excluded_ = reserved_peak_excluded_ = 0;
   c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
   allocated_warm_ = allocator_bytes(device_).allocated;
+}
+
+void PeakMemory::exclude(const std::function<void()>& body) {
+  if (!device_.is_cuda()) return body();
+  synchronize(device_);
+  const auto before = allocator_bytes(device_);
+  allocated_peak_excluded_ = std::max(allocated_peak_excluded_, before.allocated_peak);
+  reserved_peak_excluded_ = std::max(reserved_peak_excluded_, before.reserved_peak);
+  {
+    const HistoryPaused paused;
+    body();
+    synchronize(device_);
+  }
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
 }
 
 void PeakMemory::record(Result& r) const {
@@ -108,14 +126,14 @@ void PeakMemory::record(Result& r) const {
   synchronize(device_);
   constexpr double kMiB = 1 << 20;
   const auto now = allocator_bytes(device_);
-  const auto allocated_peak = std::max(allocated_peak_before_warm_, now.allocated_peak);
-  const auto reserved_peak = std::max(reserved_peak_before_warm_, now.reserved_peak);
+  const auto phase_allocated_peak = std::max(allocated_peak_excluded_, now.allocated_peak);
+  const auto allocated_peak = std::max(allocated_peak_before_warm_, phase_allocated_peak);
+  const auto reserved_peak = std::max({reserved_peak_before_warm_, reserved_peak_excluded_, now.reserved_peak});
   r.peak_mb = static_cast<double>(allocated_peak - allocated_base_) / kMiB;
   r.reserved_mb = static_cast<double>(reserved_peak - reserved_base_) / kMiB;
   if (!warm_) return;
   r.extra["held_mb"] = static_cast<double>(allocated_warm_ - allocated_base_) / kMiB;
-  r.extra["warm_call_peak_mb"] =
-      static_cast<double>(now.allocated_peak - allocated_warm_) / kMiB;
+  r.extra["warm_call_peak_mb"] = static_cast<double>(phase_allocated_peak - allocated_warm_) / kMiB;
 }
 
 }  // namespace zenith::bench

@@ -56,6 +56,11 @@ class PeakMemory {
   /// start is what the mode holds between calls, and the allocated peak from here on is a warm
   /// call's. Once, at most.
   void mark_warm();
+  /// Runs `body`, the suite's own work between a mode's calls (checking its results against
+  /// eager's, which only the other modes do), with the memory it needs kept out of the peaks: the
+  /// peaks so far are kept here, and once `body` is done the allocator's unused blocks go back to
+  /// the device and its peaks start afresh. Also pauses a `--memory-history` recording.
+  void exclude(const std::function<void()>& body);
   /// Writes the peaks so far into `r`, in MB above the start: `peak_mb`, allocated memory (tensors
   /// alive), and `reserved_mb`, the allocator's segments, which include the memory pools of CUDA
   /// graphs (kept for their replays whether or not a tensor of the pool is alive: a graph's
@@ -74,6 +79,9 @@ class PeakMemory {
   std::int64_t allocated_warm_ = 0;     // allocated at mark_warm
   std::int64_t allocated_peak_before_warm_ = 0;
   std::int64_t reserved_peak_before_warm_ = 0;
+  // The allocator's peaks before its last reset by exclude(), since the start or mark_warm.
+  std::int64_t allocated_peak_excluded_ = 0;
+  std::int64_t reserved_peak_excluded_ = 0;
 };
 
 }  // namespace zenith::bench
