@@ -94,42 +94,66 @@ std::map<std::string, Group> grouped(const std::vector<TraceEntry>& entries,
   return groups;
 }
 
-// The allocated bytes after entry `at`, and the allocations alive then by where they were made.
-void print_moment(const std::vector<TraceEntry>& entries, std::size_t at, const std::string& what,
+// Groups of `made` (allocations or segments) by where they were made, largest first.
+void print_groups(const std::vector<TraceEntry>& entries, const std::unordered_map<std::size_t, Alive>& made,
                   const std::string& label, std::FILE* out, int groups) {
-  const auto moment = moment_after(entries, at);
-  std::fprintf(out, "history %s: %s: %.1f MB allocated above the start\n", label.c_str(), what.c_str(),
-               moment.bytes() / kMiB);
-  std::fprintf(out, "history %s:   -%.2f MB: blocks allocated before the history began, freed by then\n", label.c_str(),
-               moment.older_freed / kMiB);
-  const auto by_place = grouped(entries, moment.alive);
+  const auto by_place = grouped(entries, made);
   std::vector<std::pair<std::string, Group>> sorted(by_place.begin(), by_place.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
   for (std::size_t i = 0; i < sorted.size() && i < static_cast<std::size_t>(groups); ++i) {
     const auto& [where, g] = sorted[i];
-    std::fprintf(out, "history %s:   %.2f MB in %zu allocations (largest %.2f MB) at %s\n", label.c_str(), g.bytes / kMiB,
-                 g.count, g.largest / kMiB, where.c_str());
+    std::fprintf(out, "history %s:   %.2f MB in %zu (largest %.2f MB) at %s\n", label.c_str(), g.bytes / kMiB, g.count,
+                 g.largest / kMiB, where.c_str());
   }
+}
+
+// The allocated bytes after entry `at`, and the allocations alive then by where they were made.
+void print_moment(const std::vector<TraceEntry>& entries, std::size_t at, const std::string& what,
+                  const std::string& label, std::FILE* out, int groups) {
+  const auto moment = moment_after(entries, at);
+  std::fprintf(out, "history %s: %s: %.1f MB allocated above the start (-%.2f MB of it older blocks freed)\n",
+               label.c_str(), what.c_str(), moment.bytes() / kMiB, moment.older_freed / kMiB);
+  print_groups(entries, moment.alive, label, out, groups);
+}
+
+// The reserved bytes after entry `at`, and the segments the history made and had not released
+// then, by the stack of the allocation that made each.
+void print_reserved_moment(const std::vector<TraceEntry>& entries, std::size_t at, const std::string& what,
+                           const std::string& label, std::FILE* out, int groups) {
+  const auto moment = moment_after(entries, at);
+  std::fprintf(out,
+               "history %s: %s: %.1f MB reserved above the start; segments made since: %.1f MB, %.1f MB of them "
+               "holding a live allocation (emptying the cache cannot give those back); -%.2f MB of older segments "
+               "released\n",
+               label.c_str(), what.c_str(), moment.reserved_bytes() / kMiB,
+               (moment.reserved_bytes() + moment.older_segments_released) / kMiB, moment.held_segment_bytes() / kMiB,
+               moment.older_segments_released / kMiB);
+  print_groups(entries, moment.segments, label, out, groups);
 }
 
 void print_segments(const allocator::SnapshotInfo& snapshot, c10::DeviceIndex device, const std::string& label,
                     std::FILE* out) {
-  // (pool, stream) -> segments' bytes, the bytes of their live blocks, how many.
-  std::map<std::tuple<std::uint64_t, std::uint64_t, const void*>, std::tuple<std::size_t, std::size_t, int>> by_pool;
+  // (pool, stream) -> segments' bytes, the bytes of their live blocks, how many, the free bytes of
+  // those with a live block.
+  using Sums = std::tuple<std::size_t, std::size_t, int, std::size_t>;
+  std::map<std::tuple<std::uint64_t, std::uint64_t, const void*>, Sums> by_pool;
   for (const auto& segment : snapshot.segments) {
     if (segment.device != device) continue;
-    auto& [total, allocated, count] = by_pool[{segment.owner_private_pool_id.first,
-                                               segment.owner_private_pool_id.second, segment.stream}];
+    auto& [total, allocated, count, stuck] = by_pool[{segment.owner_private_pool_id.first,
+                                                      segment.owner_private_pool_id.second, segment.stream}];
     total += segment.total_size;
     allocated += segment.allocated_size;
     ++count;
+    if (segment.allocated_size > 0) stuck += segment.total_size - segment.allocated_size;
   }
   for (const auto& [key, value] : by_pool) {
     const auto& [pool_a, pool_b, stream] = key;
-    const auto& [total, allocated, count] = value;
-    std::fprintf(out, "history %s: reserved now in pool (%llu,%llu) stream %p: %.1f MB in %d segments, %.1f MB of it allocated\n",
+    const auto& [total, allocated, count, stuck] = value;
+    std::fprintf(out,
+                 "history %s: reserved now in pool (%llu,%llu) stream %p: %.1f MB in %d segments, %.1f MB of it "
+                 "allocated, %.1f MB free beside a live block\n",
                  label.c_str(), static_cast<unsigned long long>(pool_a), static_cast<unsigned long long>(pool_b), stream,
-                 total / kMiB, count, allocated / kMiB);
+                 total / kMiB, count, allocated / kMiB, stuck / kMiB);
   }
 }
 
@@ -195,6 +219,15 @@ void MemoryHistory::report(const std::string& label, std::FILE* out, int groups)
         print_moment(timeline.entries, *first, "the first call's peak", label, out, groups);
       }
     }
+  }
+  if (const auto reserved = reserved_peak_entry(timeline.entries)) {
+    const auto call = call_of(timeline, *reserved);
+    print_reserved_moment(timeline.entries, *reserved, "the reserved peak, in call " + std::to_string(call), label, out,
+                          groups);
+  }
+  // What stays reserved once the first call is over (packing and the capture hand memory back).
+  if (!timeline.call_ends.empty() && timeline.call_ends.front() > 0) {
+    print_reserved_moment(timeline.entries, timeline.call_ends.front() - 1, "after the first call", label, out, groups);
   }
   print_segments(snapshot, device_.index(), label, out);
 }

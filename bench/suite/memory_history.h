@@ -1,8 +1,9 @@
 // `--memory-history`: which allocations make a mode's peak. Over a mode's traced calls
 // (`--memory-trace N`) the CUDA caching allocator records every allocation and free with the C++
 // stack that made it; after the last of them its history is replayed to find the moment allocated
-// memory peaked, and the allocations alive then are printed, grouped by where they were made, with
-// the allocator's segments by memory pool and stream. A diagnostic: recording a stack per
+// memory peaked, and the allocations alive then are printed, grouped by where they were made; the
+// same for reserved memory (the allocator's segments, and how much of them a live block holds),
+// and the segments at the end by memory pool and stream. A diagnostic: recording a stack per
 // allocation slows the calls it watches many times over.
 #pragma once
 
@@ -38,8 +39,10 @@ class MemoryHistory {
   /// over what was recorded (MB above what was allocated when recording began, less what older
   /// blocks freed by then gave back) and the call it came in, the allocations alive at that moment
   /// grouped by their first C++ frames outside the allocator (the `groups` largest), the same for
-  /// the first call's own peak when the run's came later, and the segments reserved now, by pool
-  /// and stream (allocation_timeline.h replays the history). Only once; later calls print nothing.
+  /// the first call's own peak when the run's came later; the reserved peak and what was reserved
+  /// after the first call, the segments the history made grouped the same way; and the segments
+  /// reserved now, by pool and stream (allocation_timeline.h replays the history). Only once; later
+  /// calls print nothing.
   void report(const std::string& label, std::FILE* out, int groups = 12);
 
  private:

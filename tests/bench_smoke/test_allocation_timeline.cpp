@@ -17,6 +17,8 @@ TraceEntry entry(Action action, std::size_t addr, std::size_t size, const void* 
 }
 TraceEntry alloc(std::size_t addr, std::size_t size) { return entry(Action::ALLOC, addr, size); }
 TraceEntry freed(std::size_t addr, std::size_t size) { return entry(Action::FREE_COMPLETED, addr, size); }
+TraceEntry segment(std::size_t addr, std::size_t size) { return entry(Action::SEGMENT_ALLOC, addr, size); }
+TraceEntry released(std::size_t addr, std::size_t size) { return entry(Action::SEGMENT_FREE, addr, size); }
 TraceEntry call_end() { return entry(Action::ALLOC, 1, 512, &calls_stream); }
 TraceEntry pause() { return entry(Action::ALLOC, 2, 512, &pauses_stream); }
 
@@ -63,6 +65,37 @@ TEST(AllocationTimeline, MarksEndCallsAndPausesLeaveTheSuitesWorkOut) {
   EXPECT_EQ(call_of(timeline, 0), 1u);
   EXPECT_EQ(call_of(timeline, 2), 3u);
   EXPECT_EQ(*peak_entry(timeline.entries, timeline.call_ends.front() - 1), 0u) << "the first call's own peak";
+}
+
+TEST(AllocationTimeline, SegmentsAreReservedUntilReleasedAndHeldByTheBlocksInThem) {
+  // Two 20-byte segments; a block in each, one freed; the empty segment is released, then a
+  // segment older than the trace.
+  const std::vector<TraceEntry> trace = {segment(1000, 20), alloc(1000, 8),  segment(2000, 20), alloc(2004, 4),
+                                         freed(1000, 8),    released(1000, 20), released(9000, 20)};
+  const auto peak = reserved_peak_entry(trace);
+  ASSERT_TRUE(peak.has_value());
+  EXPECT_EQ(*peak, 2u);
+  const auto at_peak = moment_after(trace, *peak);
+  EXPECT_EQ(at_peak.reserved_bytes(), 40);
+  EXPECT_EQ(at_peak.held_segment_bytes(), 20) << "the second segment holds no block yet";
+  const auto after_blocks = moment_after(trace, 3);
+  EXPECT_EQ(after_blocks.held_segment_bytes(), 40) << "a block at 2004 lies in the segment at 2000";
+  const auto end = moment_after(trace, trace.size());
+  EXPECT_EQ(end.segments.size(), 1u);
+  EXPECT_EQ(end.older_segments_released, 20);
+  EXPECT_EQ(end.reserved_bytes(), 0);
+  EXPECT_EQ(end.held_segment_bytes(), 20);
+  EXPECT_FALSE(reserved_peak_entry({released(9000, 20)}).has_value());
+}
+
+TEST(AllocationTimeline, APausedStretchKeepsItsSegments) {
+  const std::vector<TraceEntry> trace = {pause(), segment(3000, 64), alloc(3000, 64), freed(3000, 64), pause(),
+                                         released(3000, 64)};
+  const auto timeline = timeline_of(trace, &calls_stream, &pauses_stream);
+  ASSERT_EQ(timeline.entries.size(), 2u);
+  EXPECT_FALSE(peak_entry(timeline.entries).has_value()) << "the stretch's block is left out";
+  EXPECT_EQ(*reserved_peak_entry(timeline.entries), 0u);
+  EXPECT_EQ(moment_after(timeline.entries, timeline.entries.size()).reserved_bytes(), 0);
 }
 
 }  // namespace
