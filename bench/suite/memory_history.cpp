@@ -111,7 +111,7 @@ void print_groups(const std::vector<TraceEntry>& entries, const std::unordered_m
 void print_moment(const std::vector<TraceEntry>& entries, std::size_t at, const std::string& what,
                   const std::string& label, std::FILE* out, int groups) {
   const auto moment = moment_after(entries, at);
-  std::fprintf(out, "history %s: %s: %.1f MB allocated above the start (-%.2f MB of it older blocks freed)\n",
+  std::fprintf(out, "history %s: %s: %.1f MB allocated above the start (older blocks freed by then, counted: %.2f MB)\n",
                label.c_str(), what.c_str(), moment.bytes() / kMiB, moment.older_freed / kMiB);
   print_groups(entries, moment.alive, label, out, groups);
 }
