@@ -93,15 +93,18 @@ PeakMemory::PeakMemory(const torch::Device& device) : device_(device) {
   reserved_base_ = start.reserved;
 }
 
+PeakMemory::Peaks PeakMemory::phase_peaks() const {
+  const auto now = allocator_bytes(device_);
+  return {std::max(kept_.allocated, now.allocated_peak), std::max(kept_.reserved, now.reserved_peak)};
+}
+
 void PeakMemory::mark_warm() {
   if (!device_.is_cuda() || warm_) return;
   synchronize(device_);
   warm_ = true;
   // The peaks so far are kept here: resetting the allocator's starts a warm call's afresh.
-  const auto before = allocator_bytes(device_);
-  allocated_peak_before_warm_ = std::max(allocated_peak_excluded_, before.allocated_peak);
-  reserved_peak_before_warm_ = std::max(reserved_peak_excluded_, before.reserved_peak);
-  allocated_peak_excluded_ = reserved_peak_excluded_ = 0;
+  before_warm_ = phase_peaks();
+  kept_ = Peaks{};
   c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device_));
   allocated_warm_ = allocator_bytes(device_).allocated;
 }
@@ -109,9 +112,7 @@ void PeakMemory::mark_warm() {
 void PeakMemory::exclude(const std::function<void()>& body) {
   if (!device_.is_cuda()) return body();
   synchronize(device_);
-  const auto before = allocator_bytes(device_);
-  allocated_peak_excluded_ = std::max(allocated_peak_excluded_, before.allocated_peak);
-  reserved_peak_excluded_ = std::max(reserved_peak_excluded_, before.reserved_peak);
+  kept_ = phase_peaks();
   {
     const HistoryPaused paused;
     body();
@@ -125,15 +126,12 @@ void PeakMemory::record(Result& r) const {
   if (!device_.is_cuda()) return;  // the Result's NaN stands
   synchronize(device_);
   constexpr double kMiB = 1 << 20;
-  const auto now = allocator_bytes(device_);
-  const auto phase_allocated_peak = std::max(allocated_peak_excluded_, now.allocated_peak);
-  const auto allocated_peak = std::max(allocated_peak_before_warm_, phase_allocated_peak);
-  const auto reserved_peak = std::max({reserved_peak_before_warm_, reserved_peak_excluded_, now.reserved_peak});
-  r.peak_mb = static_cast<double>(allocated_peak - allocated_base_) / kMiB;
-  r.reserved_mb = static_cast<double>(reserved_peak - reserved_base_) / kMiB;
+  const auto phase = phase_peaks();
+  r.peak_mb = static_cast<double>(std::max(before_warm_.allocated, phase.allocated) - allocated_base_) / kMiB;
+  r.reserved_mb = static_cast<double>(std::max(before_warm_.reserved, phase.reserved) - reserved_base_) / kMiB;
   if (!warm_) return;
   r.extra["held_mb"] = static_cast<double>(allocated_warm_ - allocated_base_) / kMiB;
-  r.extra["warm_call_peak_mb"] = static_cast<double>(phase_allocated_peak - allocated_warm_) / kMiB;
+  r.extra["warm_call_peak_mb"] = static_cast<double>(phase.allocated - allocated_warm_) / kMiB;
 }
 
 }  // namespace zenith::bench

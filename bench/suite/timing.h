@@ -76,12 +76,15 @@ class PeakMemory {
   std::int64_t allocated_base_ = 0;
   std::int64_t reserved_base_ = 0;
   bool warm_ = false;
-  std::int64_t allocated_warm_ = 0;     // allocated at mark_warm
-  std::int64_t allocated_peak_before_warm_ = 0;
-  std::int64_t reserved_peak_before_warm_ = 0;
-  // The allocator's peaks before its last reset by exclude(), since the start or mark_warm.
-  std::int64_t allocated_peak_excluded_ = 0;
-  std::int64_t reserved_peak_excluded_ = 0;
+  std::int64_t allocated_warm_ = 0;  // allocated at mark_warm
+
+  struct Peaks {
+    std::int64_t allocated = 0, reserved = 0;
+  };
+  // The phase's peaks so far: those kept here, raised to the allocator's since its last reset.
+  Peaks phase_peaks() const;
+  Peaks before_warm_;  // the peaks up to mark_warm
+  Peaks kept_;         // the phase's peaks (since the start or mark_warm) before the allocator's last reset
 };
 
 }  // namespace zenith::bench
