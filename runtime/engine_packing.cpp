@@ -48,9 +48,11 @@ void Engine::pack_entry(const Entry& entry, const State& state) {
     }
     try {
       bytes += pack_into_one_block(pieces);
+    } catch (const PackedParametersLost&) {
+      throw;  // the module cannot run; its caller must know
     } catch (const std::exception& error) {
-      // Nothing moved before the copies were made: a failed allocation leaves every parameter where
-      // it was, and the plan keeps its copy.
+      // A failed allocation leaves every parameter where it was (or puts it back there), and the
+      // plan keeps its copy.
       const auto what = message_of(error);
       log::info("{}: {} could not be packed: {}", options_.name, names, what.substr(0, what.find('\n')));
       continue;

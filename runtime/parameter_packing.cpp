@@ -60,6 +60,74 @@ void hand_back_cached_memory(const c10::Device& device) {
   }
 }
 
+// Sizes and strides of each piece, copied: set_ rewrites the ones it would read.
+struct Shape {
+  std::vector<std::int64_t> sizes, strides;
+};
+
+std::vector<Shape> shapes_of(const std::vector<at::Tensor>& pieces) {
+  std::vector<Shape> shapes;
+  for (const auto& piece : pieces) shapes.push_back({piece.sizes().vec(), piece.strides().vec()});
+  return shapes;
+}
+
+// Each piece becomes a view of its rows of `block`: the tensor itself, not a copy of it, so that
+// every holder of the parameter sees it moved.
+void point_into(const std::vector<at::Tensor>& pieces, const std::vector<Shape>& shapes, const at::Tensor& block) {
+  std::int64_t offset = 0;
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    pieces[k].set_(block.storage(), offset, shapes[k].sizes, shapes[k].strides);
+    offset += pieces[k].numel();
+  }
+}
+
+// Waits for what was queued on `device`'s current stream (nothing to wait for on the CPU).
+void wait_for_copies(const c10::Device& device) {
+  if (device.is_cpu()) return;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  guard.getStream(device).synchronize();
+}
+
+// Copies `sources` into `block` one after another, then waits for the copies: they finish before
+// the old memory goes back to the allocator, and before a call on another stream reads the block.
+void fill(const at::Tensor& block, const std::vector<at::Tensor>& sources) {
+  std::int64_t row = 0;
+  for (const auto& source : sources) {
+    block.narrow(0, row, source.size(0)).copy_(source);
+    row += source.size(0);
+  }
+  wait_for_copies(block.device());
+}
+
+// In host memory the block is made while the pieces still hold theirs.
+std::int64_t pack_in_place(const std::vector<at::Tensor>& pieces) {
+  const auto shapes = shapes_of(pieces);
+  auto block = at::empty(concatenated_sizes(pieces), pieces.front().options());
+  fill(block, pieces);
+  point_into(pieces, shapes, block);
+  return static_cast<std::int64_t>(block.nbytes());
+}
+
+// The pieces back where they were before pack_through_host moved them out: memory of their own,
+// their values from `staged`. Failing that, the module has lost those parameters, and says so.
+void restore(const std::vector<at::Tensor>& pieces, const std::vector<Shape>& shapes,
+             const std::vector<at::Tensor>& staged, const at::TensorOptions& options, const BlockAllocator& allocate) {
+  try {
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      auto own = allocate(shapes[k].sizes, options);
+      own.copy_(staged[k]);
+      pieces[k].set_(own.storage(), 0, shapes[k].sizes, shapes[k].strides);
+    }
+    wait_for_copies(options.device());
+  } catch (const std::exception& error) {
+    throw PackedParametersLost(fmt::format(
+        "packing moved {} parameters' values to the host and could give them neither their block nor memory of "
+        "their own again ({}); those parameters are empty now and the module cannot run. Where device memory is "
+        "this tight, compile with CompileOptions::pack_parameters off (ZENITH_PACK_PARAMETERS=0)",
+        pieces.size(), error.what()));
+  }
+}
+
 }  // namespace
 
 at::Tensor adjacent_concatenation(const std::vector<at::Tensor>& pieces) {
@@ -110,32 +178,44 @@ std::string packing_refusal(const std::vector<at::Tensor>& pieces) {
   return "";
 }
 
+// On a device the pieces go through host memory, and their device memory is freed before the block
+// is allocated: packing needs the block's bytes once, not twice. Made next to the old pieces, a
+// TinyLlama-sized decoder's gate and up weights (44 MB) were held twice during its first call, the
+// highest its memory went in a whole generation (docs/performance.md).
+std::int64_t pack_through_host(const std::vector<at::Tensor>& pieces, const BlockAllocator& allocate) {
+  at::NoGradGuard no_grad;
+  // Read before the pieces let their memory go: set_() leaves them empty until they point into the block.
+  const auto shapes = shapes_of(pieces);
+  const auto block_sizes = concatenated_sizes(pieces);
+  const auto options = pieces.front().options();
+  const bool device = !options.device().is_cpu();
+  std::vector<at::Tensor> staged;
+  for (const auto& piece : pieces) {
+    staged.push_back(at::empty(piece.sizes(), options.device(at::kCPU).pinned_memory(device)));
+    staged.back().copy_(piece);  // a copy to the host waits for the device
+  }
+  for (const auto& piece : pieces) piece.set_();  // the only holder of its memory (packing_refusal)
+  at::Tensor block;
+  try {
+    block = allocate(block_sizes, options);
+    fill(block, staged);
+  } catch (...) {
+    restore(pieces, shapes, staged, options, allocate);
+    throw;
+  }
+  point_into(pieces, shapes, block);
+  hand_back_cached_memory(block.device());
+  return static_cast<std::int64_t>(block.nbytes());
+}
+
 std::int64_t pack_into_one_block(const std::vector<at::Tensor>& pieces) {
   // Parameters require gradients; moving them is not a step autograd records.
   at::NoGradGuard no_grad;
   const auto& first = pieces.front();
-  auto block = at::empty(concatenated_sizes(pieces), first.options());
-  std::int64_t row = 0;
-  for (const auto& piece : pieces) {
-    block.narrow(0, row, piece.size(0)).copy_(piece);
-    row += piece.size(0);
-  }
-  // The copies finish before the old memory goes back to the allocator, and before a call on
-  // another stream reads the block.
-  if (!first.device().is_cpu()) {
-    c10::impl::VirtualGuardImpl guard(first.device().type());
-    guard.getStream(first.device()).synchronize();
-  }
-  std::int64_t offset = 0;
-  for (const auto& piece : pieces) {
-    // The tensor itself, not a copy of it: every holder of the parameter sees it moved.
-    // (Sizes and strides copied first: set_ rewrites the ones it would read.)
-    const auto sizes = piece.sizes().vec(), strides = piece.strides().vec();
-    piece.set_(block.storage(), offset, sizes, strides);
-    offset += piece.numel();
-  }
-  hand_back_cached_memory(first.device());
-  return static_cast<std::int64_t>(block.nbytes());
+  if (first.device().is_cpu()) return pack_in_place(pieces);
+  return pack_through_host(pieces, [](at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return at::empty(sizes, options);
+  });
 }
 
 }  // namespace zenith

@@ -14,12 +14,24 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "zenith/error.h"
+
 namespace zenith {
+
+/// Thrown by pack_into_one_block when packing on a device moved the pieces' values to the host,
+/// could not allocate the block, and could not give the pieces device memory of their own again
+/// either: those parameters are empty now, and the module cannot run. Not a failure to pack that
+/// the plan can absorb by keeping its copy.
+class PackedParametersLost : public Error {
+ public:
+  using Error::Error;
+};
 
 /// The concatenation of `pieces` along dimension 0 as a view, when they already lie one after
 /// another in one storage (each contiguous, of one dtype and device, the same sizes after the
@@ -37,7 +49,19 @@ std::string packing_refusal(const std::vector<at::Tensor>& pieces);
 /// one after another and makes each a view of its part, then hands the device memory the caching
 /// allocator keeps unused back to the device (the pieces' old memory among it, which no later block
 /// fits). Returns the bytes of the block, which the pieces' old storages held before and no longer
-/// hold.
+/// hold. On a device the pieces go through host memory (pack_through_host), so packing never holds
+/// them twice; in host memory the block is made beside them, and a failure to allocate it moves
+/// nothing.
 std::int64_t pack_into_one_block(const std::vector<at::Tensor>& pieces);
+
+/// Makes a block (or, when putting pieces back, a piece's own memory) of `sizes`, contiguous.
+using BlockAllocator = std::function<at::Tensor(at::IntArrayRef sizes, const at::TensorOptions& options)>;
+
+/// pack_into_one_block's way on a device, open to the CPU tests with their own `allocate`: the
+/// pieces' values are staged in host memory (pinned for a device), the pieces let their memory go,
+/// then `allocate` makes the block and the values are copied into it. If making or filling the
+/// block fails, each piece gets memory of its own from `allocate` and its values back, and the
+/// error goes up; if even that fails, PackedParametersLost says so.
+std::int64_t pack_through_host(const std::vector<at::Tensor>& pieces, const BlockAllocator& allocate);
 
 }  // namespace zenith

@@ -25,4 +25,17 @@ inline std::int64_t reserved_bytes() {
   return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
 }
 
+/// The most bytes of tensors alive at once since the last reset_peaks().
+inline std::int64_t allocated_peak_bytes() {
+  torch::cuda::synchronize();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+}
+
+/// Starts the allocator's peaks afresh from what is in use now.
+inline void reset_peaks() {
+  torch::cuda::synchronize();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+}
+
 }  // namespace zenith::testing

@@ -198,5 +198,84 @@ TEST(PackIntoOneBlock, KeepsEveryTensorsValuesAndIdentity) {
   EXPECT_TRUE(torch::equal(joined, torch::cat(before)));
 }
 
+// pack_through_host, the way packing takes on a device, run here on host memory with allocators
+// of the tests' own: the pieces let their memory go before the block is made, and a block that
+// cannot be made puts them back.
+class PackThroughHost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(43);
+    pieces = {torch::randn({4, 16}), torch::randn({8, 16}), torch::randn({4, 16})};
+    for (auto& piece : pieces) piece.requires_grad_(true);  // parameters
+    for (const auto& piece : pieces) before.push_back(piece.detach().clone());
+  }
+  // The pieces hold their old values, each in memory of its own.
+  void expect_put_back() {
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      EXPECT_EQ(pieces[k].sizes(), before[k].sizes()) << k;
+      EXPECT_TRUE(pieces[k].is_contiguous()) << k;
+      EXPECT_TRUE(torch::equal(pieces[k].detach(), before[k])) << k;
+      EXPECT_EQ(pieces[k].storage().nbytes(), pieces[k].nbytes()) << k;
+    }
+    EXPECT_FALSE(adjacent_concatenation(pieces).defined());
+  }
+  std::vector<torch::Tensor> pieces, before;
+  int allocations = 0;
+};
+
+TEST_F(PackThroughHost, ThePiecesLetTheirMemoryGoBeforeTheBlockIsMade) {
+  const auto* impl = pieces[1].unsafeGetTensorImpl();
+  std::vector<std::int64_t> sizes_when_allocating;
+  const auto bytes = pack_through_host(pieces, [&](at::IntArrayRef sizes, const at::TensorOptions& options) {
+    ++allocations;
+    for (const auto& piece : pieces) sizes_when_allocating.push_back(piece.numel());
+    return at::empty(sizes, options);
+  });
+  EXPECT_EQ(bytes, 16 * 16 * 4);
+  EXPECT_EQ(allocations, 1);
+  EXPECT_EQ(sizes_when_allocating, (std::vector<std::int64_t>{0, 0, 0})) << "no piece holds memory while the block is made";
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    EXPECT_TRUE(torch::equal(pieces[k].detach(), before[k])) << k;
+    EXPECT_TRUE(pieces[k].requires_grad()) << "a parameter stays one";
+  }
+  EXPECT_EQ(pieces[1].unsafeGetTensorImpl(), impl);
+  auto joined = adjacent_concatenation(pieces);
+  ASSERT_TRUE(joined.defined());
+  EXPECT_TRUE(torch::equal(joined, torch::cat(before)));
+}
+
+TEST_F(PackThroughHost, ABlockThatCannotBeMadePutsThePiecesBackAndSaysWhy) {
+  auto fail_first = [&](at::IntArrayRef sizes, const at::TensorOptions& options) {
+    if (allocations++ == 0) throw std::runtime_error("out of memory making the block");
+    return at::empty(sizes, options);
+  };
+  try {
+    pack_through_host(pieces, fail_first);
+    FAIL() << "the block's failure went unsaid";
+  } catch (const PackedParametersLost&) {
+    FAIL() << "the pieces could be put back";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "out of memory making the block");
+  }
+  EXPECT_EQ(allocations, 4) << "the block, then each piece's own memory";
+  expect_put_back();
+}
+
+TEST_F(PackThroughHost, PiecesThatCannotBePutBackAreSaidToBeLost) {
+  auto fail = [&](at::IntArrayRef, const at::TensorOptions&) -> at::Tensor {
+    ++allocations;
+    throw std::runtime_error("out of memory");
+  };
+  try {
+    pack_through_host(pieces, fail);
+    FAIL() << "lost parameters went unsaid";
+  } catch (const PackedParametersLost& error) {
+    EXPECT_NE(std::string(error.what()).find("3 parameters"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("ZENITH_PACK_PARAMETERS=0"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(allocations, 2) << "the block, then the first piece's own memory";
+  EXPECT_EQ(pieces[0].numel(), 0) << "what the error says: the parameters are empty";
+}
+
 }  // namespace
 }  // namespace zenith
