@@ -116,11 +116,15 @@ struct CompileOptions {
   /// copy_) then updates the concatenation too. A parameter whose memory another tensor shares
   /// (a view of it, a detached alias) is not moved, and the plan keeps a copy (logged at info).
   /// Do not run the module's eager forward on another thread while its compiled form makes its
-  /// first calls. Memory: each concatenation is allocated before its parameters' old memory is
-  /// freed (for a moment, one concatenation more: 46 MB for a TinyLlama-sized MLP's gate and up),
-  /// and after each one the caching allocator's unused memory, that old memory among it, goes back
-  /// to the device (what c10::cuda::CUDACachingAllocator::emptyCache does, once per concatenation
-  /// at a signature's first call), so that the old memory is not kept reserved beside the new.
+  /// first calls. Memory: on a device the parameters' values go through pinned host memory and
+  /// their device memory is freed before the concatenation is allocated, so packing never holds a
+  /// parameter twice (a TinyLlama-sized decoder's first call peaked 44 MB higher when it did); and
+  /// after each concatenation the caching allocator's unused memory, that old memory among it, goes
+  /// back to the device (what c10::cuda::CUDACachingAllocator::emptyCache does, once per
+  /// concatenation at a signature's first call), so that the old memory is not kept reserved beside
+  /// the new. If the concatenation cannot be allocated, each parameter gets memory of its own and
+  /// its values back and the plan keeps a copy instead; if not even that memory can be had, the
+  /// call throws zenith::Error (those parameters are empty then, and the module cannot run).
   /// CacheStats counts what was moved. Overridden by ZENITH_PACK_PARAMETERS=0|1.
   bool pack_parameters = true;
   /// When a signature cannot be compiled (an unsupported construct, no backend for an op), run it
