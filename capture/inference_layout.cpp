@@ -31,10 +31,10 @@ void drop_copies_of_channels_last_values(ir::Graph& graph) {
 }  // namespace
 
 bool channels_last_for_inference(ir::Graph& graph, const std::vector<at::Tensor>& inputs, std::string& why,
-                                 bool cuda_only) {
+                                 bool cuda_only, double kept_fraction) {
   why.clear();
   auto relaid = graph;
-  if (!passes::convolutions_channels_last(relaid, /*training=*/false, cuda_only)) return false;
+  if (!passes::convolutions_channels_last(relaid, /*training=*/false, cuda_only, kept_fraction)) return false;
   std::vector<std::vector<std::int64_t>> strides;
   try {
     strides = forward_strides(relaid, inputs);

@@ -6,6 +6,7 @@
 // (runtime/derived_values.h).
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,10 @@ namespace zenith::capture {
 /// memory at once than eager does. Returns whether it did; `graph` is untouched when not. `why` says
 /// why it declined a graph with convolutions to rewrite (on CUDA unless `cuda_only` is false): a
 /// result that would come back in another layout than eager's, or a run that failed; empty when
-/// there was nothing to rewrite.
+/// there was nothing to rewrite. `kept_fraction`: weights larger than this many times their
+/// convolution's result get no channels-last copy (passes/channels_last_convolutions.h).
 bool channels_last_for_inference(ir::Graph& graph, const std::vector<at::Tensor>& inputs, std::string& why,
-                                 bool cuda_only = true);
+                                 bool cuda_only = true,
+                                 double kept_fraction = std::numeric_limits<double>::infinity());
 
 }  // namespace zenith::capture

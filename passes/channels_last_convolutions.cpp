@@ -5,6 +5,8 @@
 
 #include <c10/core/MemoryFormat.h>
 
+#include "passes/kept_weight_copies.h"
+
 namespace zenith::passes {
 namespace {
 
@@ -40,7 +42,7 @@ bool is_channels_last(const ir::TensorType& type) {
 
 }  // namespace
 
-bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only) {
+bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only, double kept_fraction) {
   for (int id : graph.outputs) {
     if (graph.value(id).type.rank() == 4) return false;
   }
@@ -59,6 +61,10 @@ bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only)
         if (arg.name != "input" && arg.name != "weight") continue;
         const int id = std::get<ir::ValueRef>(arg.value).id;
         if (is_channels_last(graph.value(id).type)) continue;
+        if (!training && arg.name == "weight" &&
+            !weight_copy_kept(graph.value(id).type, graph.value(node.outputs.front()).type, kept_fraction)) {
+          continue;
+        }
         auto found = copy_of.find(id);
         if (found == copy_of.end()) {
           auto type = graph.value(id).type;

@@ -4,8 +4,12 @@
 // inference call at batch 64). Reading channels-last copies of the input and the weight instead
 // makes every convolution, batch norm, ReLU, residual add and pooling after it channels-last too:
 // ATen keeps the layout it is given. In inference the weights' copies read parameters alone: the
-// plan keeps them between calls (runtime/derived_values.h).
+// plan keeps them between calls (runtime/derived_values.h), and so a weight large against the
+// activation its convolution writes gets no copy (passes/kept_weight_copies.h): ATen's convolution
+// then lays it out channels-last for that call, as eager's does.
 #pragma once
+
+#include <limits>
 
 #include "core/graph.h"
 
@@ -20,7 +24,9 @@ namespace zenith::passes {
 /// When it returns true, the strides of the values after the copies are stale: the caller runs the
 /// graph and takes every value's strides from the tensors it gets. `cuda_only` false rewrites
 /// convolutions on the CPU too, where channels-last is no faster: tests run the rewrite's results
-/// there.
-bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only = true);
+/// there. `kept_fraction`, in inference: a weight with more than this many times the elements of
+/// its convolution's result gets no copy (CompileOptions::kept_weight_fraction).
+bool convolutions_channels_last(ir::Graph& graph, bool training, bool cuda_only = true,
+                                double kept_fraction = std::numeric_limits<double>::infinity());
 
 }  // namespace zenith::passes

@@ -7,6 +7,7 @@
 #include "core/convolution_relu.h"
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
+#include "passes/kept_weight_copies.h"
 #include "passes/meta_values.h"
 
 namespace zenith::passes {
@@ -214,7 +215,7 @@ class Fold {
 }  // namespace
 
 void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
-  std::int64_t fused = 0, with_residual = 0;
+  std::int64_t fused = 0, with_residual = 0, too_large = 0;
   std::vector<Match> matches;
   {
     const Matcher matcher(graph, cuda_only_);
@@ -226,6 +227,12 @@ void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
   std::set<int> dropped;
   std::map<int, int> replaced;  // the ReLU's value -> the fused op's
   for (const auto& match : matches) {
+    const auto& weight = graph.value(ir::tensor_arg(graph.nodes[static_cast<std::size_t>(match.conv)], "weight")).type;
+    const auto& result = graph.value(graph.nodes[static_cast<std::size_t>(match.relu)].outputs.front()).type;
+    if (!weight_copy_kept(weight, result, kept_fraction_)) {
+      ++too_large;
+      continue;
+    }
     Fold fold(graph, match);
     auto nodes = fold.build();
     if (!nodes) continue;
@@ -252,6 +259,7 @@ void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
   graph.remove_unused_values();
   report.counters["fused"] = fused;
   report.counters["with_residual"] = with_residual;
+  report.counters["weight_too_large"] = too_large;
 }
 
 }  // namespace zenith::passes

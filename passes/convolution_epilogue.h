@@ -15,8 +15,13 @@
 // In float16 and bfloat16 the fold computes in float32 and rounds the folded weight and bias once.
 //
 // Only for inference plans whose derived values are kept (CompileOptions::keep_derived_values):
-// otherwise the fold would run, over every weight, at each call.
+// otherwise the fold would run, over every weight, at each call. And only where the folded weight
+// is small against the activation the convolution writes (passes/kept_weight_copies.h,
+// CompileOptions::kept_weight_fraction): elsewhere the batch norm stays, and runs after the
+// convolution as an elementwise kernel.
 #pragma once
+
+#include <limits>
 
 #include "passes/pass.h"
 
@@ -26,10 +31,14 @@ class ConvolutionEpilogue : public Pass {
  public:
   /// `cuda_only`: rewrite only convolutions on CUDA tensors, where cuDNN fuses the epilogue. Tests
   /// pass false to check the rewrite's results on the CPU (the op runs the written ops there).
-  explicit ConvolutionEpilogue(bool cuda_only = true) : cuda_only_(cuda_only) {}
+  /// `kept_fraction`: fold only where the weight has at most this many times the elements of the
+  /// ReLU's result (passes/kept_weight_copies.h); infinity folds wherever the pattern matches.
+  explicit ConvolutionEpilogue(bool cuda_only = true, double kept_fraction = std::numeric_limits<double>::infinity())
+      : cuda_only_(cuda_only), kept_fraction_(kept_fraction) {}
   std::string name() const override { return "fuse_convolution_epilogue"; }
-  /// Counters "fused" (convolutions whose batch norm and ReLU became one op with them) and
-  /// "with_residual" (of those, the ones that took a residual add too). A 2-D convolution
+  /// Counters "fused" (convolutions whose batch norm and ReLU became one op with them),
+  /// "with_residual" (of those, the ones that took a residual add too) and "weight_too_large"
+  /// (tails that matched and stay as written, their weight too large to keep a folded copy of). A 2-D convolution
   /// (_convolution, not transposed, cuDNN enabled, not deterministic) of float32, float16 or
   /// bfloat16 is fused when its one reader is a batch norm in eval mode, whose one reader is a
   /// ReLU or an add (alpha 1, of another tensor of exactly its type) whose one reader is a ReLU,
@@ -38,6 +47,7 @@ class ConvolutionEpilogue : public Pass {
 
  private:
   bool cuda_only_;
+  double kept_fraction_;
 };
 
 }  // namespace zenith::passes

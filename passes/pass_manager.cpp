@@ -83,7 +83,9 @@ PassManager PassManager::default_pipeline(const CompileOptions& options, bool in
   PassManager manager;
   manager.add(std::make_unique<IdentityElimination>());
   // Before the decomposition: a batch norm between a convolution and its ReLU folds into both.
-  if (inference && options.keep_derived_values) manager.add(std::make_unique<ConvolutionEpilogue>());
+  if (inference && options.keep_derived_values) {
+    manager.add(std::make_unique<ConvolutionEpilogue>(/*cuda_only=*/true, options.kept_weight_fraction));
+  }
   manager.add(std::make_unique<BatchNormDecomposition>());
   manager.add(std::make_unique<ConstantFolding>());
   manager.add(std::make_unique<ScalarConstantsOnDevice>());

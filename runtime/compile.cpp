@@ -38,6 +38,20 @@ void override_switch(const char* variable, bool& option) {
   else log::warn("{}={} is not understood (use 1 or 0); keeping the compile option", variable, text);
 }
 
+// A number from the environment over an option (strtod: "0.25", "inf"); anything else keeps the
+// option, with a warning.
+void override_number(const char* variable, double& option) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr || *value == '\0') return;
+  char* end = nullptr;
+  const double number = std::strtod(value, &end);
+  if (end == value || *end != '\0') {
+    log::warn("{}={} is not a number; keeping the compile option ({})", variable, value, option);
+    return;
+  }
+  option = number;
+}
+
 void apply_environment(CompileOptions& options) {
   if (const char* value = std::getenv("ZENITH_BACKENDS"); value && *value) options.backends = split_names(value);
   if (const char* value = std::getenv("ZENITH_DUMP_DIR"); value && *value) options.dump_dir = value;
@@ -53,6 +67,7 @@ void apply_environment(CompileOptions& options) {
   override_switch("ZENITH_CHANNELS_LAST", options.channels_last);
   override_switch("ZENITH_KEEP_DERIVED", options.keep_derived_values);
   override_switch("ZENITH_PACK_PARAMETERS", options.pack_parameters);
+  override_number("ZENITH_KEPT_WEIGHT_FRACTION", options.kept_weight_fraction);
   if (const char* value = std::getenv("ZENITH_DYNAMIC"); value && *value) {
     std::string text = value;
     if (text == "off") options.dynamic_shapes = DynamicShapes::Off;
@@ -77,6 +92,11 @@ std::shared_ptr<Engine> make_engine(ModuleAccess access, CompileOptions options)
   log::request(options.log_level);
   if (options.plan_cache_size == 0) {
     throw Error::mismatch("CompileOptions::plan_cache_size", "at least 1", "0");
+  }
+  if (!(options.kept_weight_fraction >= 0)) {  // NaN too
+    throw Error::mismatch("CompileOptions::kept_weight_fraction (or ZENITH_KEPT_WEIGHT_FRACTION)",
+                          "a number of 0 or more (infinity keeps every weight copy)",
+                          fmt::format("{}", options.kept_weight_fraction));
   }
   if (options.symbolic_plan_limit == 0) {
     throw Error::mismatch("CompileOptions::symbolic_plan_limit", "at least 1", "0");

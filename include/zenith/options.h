@@ -99,14 +99,25 @@ struct CompileOptions {
   /// way. The kept values cost device memory (the channels-last copy of every convolution weight
   /// of an NCHW network, or of every one whose batch norm is folded into it; a decoder's
   /// concatenated projection weights, 1.24 GB for a TinyLlama-sized one, unless pack_parameters
-  /// moves the weights into them; CacheStats counts their computations and, in kept_bytes, their
-  /// memory). Off, projections of one input stay apart and batch norms are not folded: on an H200,
-  /// ResNet-50 at batch 1 then holds no weight copy (79 MB in float32, 40 MB in float16
-  /// channels-last, otherwise) and its call is 6% (float32) to 30% (float16) slower. A
+  /// moves the weights into them; a convolution weight's copies only where kept_weight_fraction
+  /// allows; CacheStats counts their computations and, in kept_bytes, their memory). Off,
+  /// projections of one input stay apart and batch norms are not folded. A
   /// write that bypasses the version counter is not seen: writing through `.data`
   /// (`p.data().copy_(...)`) or through a raw pointer. Update parameters with `p.copy_(...)` under
   /// torch::NoGradGuard, as optimizers do, or turn this off. Overridden by ZENITH_KEEP_DERIVED=0|1.
   bool keep_derived_values = true;
+  /// With keep_derived_values: a convolution's weight is kept folded with its batch norm, or
+  /// channels-last, only where it has at most this many times the elements of the activation the
+  /// convolution writes; other convolutions read the weight as it is and run their batch norm
+  /// after them. The copies cost memory eager never needs and pay where the activation is large
+  /// (the fused epilogue saves a pass over it). At 0.1 ResNet-50 keeps 9 of its 53 weights' copies
+  /// at batch 1 and 38 at batch 64. On an H200 its batch-1 call then peaks where eager's does
+  /// (float16 channels-last: 6.5 MB above the weights against eager's 7.5; float32: 13.0 against
+  /// 13.0) instead of holding 40 and 80 MB of copies, and takes 0.448 ms in float16 where every
+  /// copy kept took 0.391 and none 0.528 (one run; docs/performance.md has float32 and batch 64).
+  /// Infinity keeps every copy (the fastest call, the most memory); 0 keeps none. Not negative.
+  /// Overridden by ZENITH_KEPT_WEIGHT_FRACTION (a number, or inf).
+  double kept_weight_fraction = 0.1;
   /// With keep_derived_values: parameters whose concatenation a plan keeps (the q, k and v weights
   /// of one attention, an MLP's gate and up weights) are moved into that concatenation, one after
   /// another, so that it costs no memory of its own (runtime/parameter_packing.h). Each such

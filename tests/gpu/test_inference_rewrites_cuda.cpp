@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
@@ -84,7 +85,11 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     randomize_statistics(block->bn2);
     block->to(kDevice, dtype);
     block->eval();
-    auto fast = compile(block, no_fallback("block"));
+    // Every fold kept: this block's weight is a quarter of its result, which the default
+    // (CompileOptions::kept_weight_fraction, 0.1) leaves unfolded; checked at the end.
+    auto every_copy = no_fallback("block");
+    every_copy.kept_weight_fraction = std::numeric_limits<double>::infinity();
+    auto fast = compile(block, every_copy);
     auto layout = dtype == at::kHalf ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
     auto check = [&](const std::string& when) {
       for (int call = 0; call < kCalls; ++call) {
@@ -114,6 +119,19 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     check("after a buffer was replaced");
     EXPECT_EQ(fast.stats().eager_calls, 0);
     EXPECT_GT(fast.stats().graph_replays, 0);
+
+    // By default the weight is too large against its result to keep a folded copy of: both batch
+    // norms run as arithmetic, and the results are eager's all the same.
+    auto defaulted = compile(block, no_fallback("block-default"));
+    for (int call = 0; call < kCalls; ++call) {
+      auto x = torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype)).contiguous(layout);
+      EXPECT_LE(relative_error(defaulted(x).to(at::kFloat), block->forward(x).to(at::kFloat)), tolerance(dtype))
+          << "the default kept_weight_fraction, call " << call;
+    }
+    const auto unfolded = defaulted.report();
+    EXPECT_EQ(pass_counter(unfolded, "fuse_convolution_epilogue", "weight_too_large"), 1) << unfolded.to_string();
+    EXPECT_EQ(pass_counter(unfolded, "decompose_batch_norm", "decomposed"), 2) << unfolded.to_string();
+    EXPECT_EQ(defaulted.stats().kept_bytes, 0);
   }
 }
 
@@ -166,6 +184,9 @@ TEST(InferenceRewritesCuda, AnNchwNetworkRunsChannelsLastOverKeptWeightCopies) {
     net->eval();
     auto options = no_fallback("classifier");
     options.dump_dir = folder.string();
+    // Every weight's copy kept (the block's weight is 14% of its result, more than the default
+    // kept_weight_fraction keeps a copy of).
+    options.kept_weight_fraction = std::numeric_limits<double>::infinity();
     auto fast = compile(net, options);
     auto check = [&](const std::string& when) {
       for (int call = 0; call < kCalls; ++call) {

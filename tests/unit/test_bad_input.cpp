@@ -3,6 +3,8 @@
 // values of its signature. Every test that draws random numbers seeds the generator first.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -89,6 +91,14 @@ TEST(BadInput, BadOptionsAreRejectedAtCompile) {
   CompileOptions negative;
   negative.verify_rtol = -1;
   EXPECT_THROW(compile([](at::Tensor x) { return x + 1; }, negative), Error);
+  for (double fraction : {-0.5, std::nan("")}) {
+    CompileOptions kept;
+    kept.kept_weight_fraction = fraction;
+    auto why = error_message_of([&] { compile([](at::Tensor x) { return x + 1; }, kept); });
+    EXPECT_NE(why.find("kept_weight_fraction (or ZENITH_KEPT_WEIGHT_FRACTION): expected a number of 0 or more"),
+              std::string::npos)
+        << why;
+  }
 }
 
 // Data-dependent: the length depends on the values, which a trace cannot see. Replaying a plan

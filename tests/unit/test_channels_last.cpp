@@ -7,6 +7,8 @@
 // test_inference_rewrites_cuda a compiled classifier.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <c10/core/MemoryFormat.h>
 
 #include "capture/inference_layout.h"
@@ -84,6 +86,27 @@ TEST(ChannelsLast, ConvolutionsReadChannelsLastCopiesMadeOnce) {
       }
     }
     for (int out : node.outputs) defined[out] = true;
+  }
+}
+
+// In inference a weight's copy is kept between calls: only where the weight is small against the
+// convolution's result (passes/kept_weight_copies.h). Each weight has 4 x 3 x 3 x 3 = 108 elements,
+// each result 2 x 4 x 8 x 8 = 512. The call's tensor is copied regardless, and training copies
+// every weight (a step's copies are not kept).
+TEST(ChannelsLast, AnInferenceWeightLargeAgainstItsResultGetsNoCopy) {
+  auto count_weight_copies = [](const ir::Graph& g) {
+    int copies = 0;
+    for (const auto& node : g.nodes) {
+      if (node.op != "aten::contiguous") continue;
+      copies += g.value(std::get<ir::ValueRef>(node.arg("self")->value).id).role == ir::ValueRole::Parameter;
+    }
+    return copies;
+  };
+  for (auto [fraction, training, copies] : {std::tuple{0.2, false, 0}, std::tuple{0.25, false, 2}, std::tuple{0.2, true, 2}}) {
+    auto g = two_convolutions();
+    ASSERT_TRUE(passes::convolutions_channels_last(g, training, /*cuda_only=*/true, fraction));
+    EXPECT_EQ(count_weight_copies(g), copies) << "fraction " << fraction << (training ? ", training" : "");
+    EXPECT_EQ(testing::count_nodes(g, "aten::contiguous"), copies + 1) << "fraction " << fraction;
   }
 }
 

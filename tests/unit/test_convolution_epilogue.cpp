@@ -130,6 +130,32 @@ TEST(ConvolutionEpilogue, AResidualAddIsTakenAlong) {
   expect_same_results(before, graph, b.example_inputs());
 }
 
+// A folded weight is a copy the plan keeps: only where the weight is small against the ReLU's result
+// (passes/kept_weight_copies.h). Here the weight has 8 x 4 x 3 x 3 = 288 elements, the result 2 x 8
+// x 6 x 6 = 576.
+TEST(ConvolutionEpilogue, AWeightLargeAgainstItsResultKeepsItsBatchNorm) {
+  GraphBuilder b;
+  int x = b.input({kBatch, kIn, kSize, kSize});
+  int w = b.parameter({kOut, kIn, 3, 3}, "conv.weight");
+  int out = relu(b, batch_norm(b, convolution(b, x, w, 1), norm_parameters(b, "bn")));
+  const auto before = b.finish({out});
+  for (double fraction : {0.1, 0.49}) {
+    auto graph = before;
+    PassReport report;
+    ConvolutionEpilogue(/*cuda_only=*/false, fraction).run(graph, report);
+    EXPECT_EQ(report.counters["fused"], 0) << fraction;
+    EXPECT_EQ(report.counters["weight_too_large"], 1) << fraction;
+    EXPECT_EQ(testing::count_nodes(graph, "aten::batch_norm"), 1) << fraction;
+    EXPECT_EQ(testing::count_nodes(graph, ir::kConvolutionReluOp), 0) << fraction;
+  }
+  auto graph = before;  // exactly half: 288 <= 0.5 x 576
+  PassReport report;
+  ConvolutionEpilogue(/*cuda_only=*/false, 0.5).run(graph, report);
+  EXPECT_EQ(report.counters["fused"], 1);
+  EXPECT_EQ(report.counters["weight_too_large"], 0);
+  expect_same_results(before, graph, b.example_inputs());
+}
+
 TEST(ConvolutionEpilogue, LeavesTailsTheOpCannotTake) {
   GraphBuilder b;
   int x = b.input({kBatch, kIn, kSize, kSize});
