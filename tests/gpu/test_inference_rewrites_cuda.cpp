@@ -318,13 +318,19 @@ struct WideProjectionsImpl : torch::nn::Module {
 };
 TORCH_MODULE(WideProjections);
 
-TEST(InferenceRewritesCuda, PackedWeightsOldMemoryGoesBackToTheDevice) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  torch::NoGradGuard no_grad;
-  torch::manual_seed(10);
+// The model on the device for inference, its weights drawn after seeding with `seed`.
+WideProjections wide_projections(std::uint64_t seed) {
+  torch::manual_seed(seed);
   WideProjections model;
   model->to(kDevice);
   model->eval();
+  return model;
+}
+
+TEST(InferenceRewritesCuda, PackedWeightsOldMemoryGoesBackToTheDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  auto model = wide_projections(10);
   const auto weight_bytes = static_cast<std::int64_t>(model->q->weight.nbytes());
   c10::cuda::CUDACachingAllocator::emptyCache();
   const auto before = reserved_bytes();
@@ -352,10 +358,7 @@ TEST(InferenceRewritesCuda, PackedWeightsOldMemoryGoesBackToTheDevice) {
 TEST(InferenceRewritesCuda, PackingHoldsTheWeightsOnce) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::NoGradGuard no_grad;
-  torch::manual_seed(11);
-  WideProjections model;
-  model->to(kDevice);
-  model->eval();
+  auto model = wide_projections(11);
   const auto weight_bytes = static_cast<std::int64_t>(model->q->weight.nbytes());
   auto fast = compile(model, no_fallback("wide projections"));
   auto x = torch::randn({4, WideProjectionsImpl::kWidth}, kDevice);

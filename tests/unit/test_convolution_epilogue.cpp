@@ -64,6 +64,13 @@ int add(GraphBuilder& b, int x, int y, std::int64_t alpha = 1) {
 
 int relu(GraphBuilder& b, int x) { return b.op("aten::relu", "", {value("self", x)}); }
 
+// x -> 3x3 convolution (padding 1) -> batch norm -> ReLU; `b` keeps the example inputs.
+ir::Graph convolution_norm_relu(GraphBuilder& b) {
+  int x = b.input({kBatch, kIn, kSize, kSize});
+  int w = b.parameter({kOut, kIn, 3, 3}, "conv.weight");
+  return b.finish({relu(b, batch_norm(b, convolution(b, x, w, 1), norm_parameters(b, "bn")))});
+}
+
 PassReport rewritten(ir::Graph& graph) {
   PassReport report, removed;
   ConvolutionEpilogue(/*cuda_only=*/false).run(graph, report);
@@ -91,10 +98,7 @@ void expect_same_results(const ir::Graph& before, const ir::Graph& after, const 
 
 TEST(ConvolutionEpilogue, ABatchNormAndReluFoldIntoTheConvolution) {
   GraphBuilder b;
-  int x = b.input({kBatch, kIn, kSize, kSize});
-  int w = b.parameter({kOut, kIn, 3, 3}, "conv.weight");
-  int out = relu(b, batch_norm(b, convolution(b, x, w, 1), norm_parameters(b, "bn")));
-  const auto before = b.finish({out});
+  const auto before = convolution_norm_relu(b);
   auto graph = before;
   auto report = rewritten(graph);
   EXPECT_EQ(report.counters["fused"], 1);
@@ -135,10 +139,7 @@ TEST(ConvolutionEpilogue, AResidualAddIsTakenAlong) {
 // x 6 x 6 = 576.
 TEST(ConvolutionEpilogue, AWeightLargeAgainstItsResultKeepsItsBatchNorm) {
   GraphBuilder b;
-  int x = b.input({kBatch, kIn, kSize, kSize});
-  int w = b.parameter({kOut, kIn, 3, 3}, "conv.weight");
-  int out = relu(b, batch_norm(b, convolution(b, x, w, 1), norm_parameters(b, "bn")));
-  const auto before = b.finish({out});
+  const auto before = convolution_norm_relu(b);
   for (double fraction : {0.1, 0.49}) {
     auto graph = before;
     PassReport report;
