@@ -38,11 +38,11 @@ class ConvolutionEpilogue : public Pass {
   std::string name() const override { return "fuse_convolution_epilogue"; }
   /// Counters "fused" (convolutions whose batch norm and ReLU became one op with them),
   /// "with_residual" (of those, the ones that took a residual add too) and "weight_too_large"
-  /// (tails that matched and stay as written, their weight too large to keep a folded copy of). A 2-D convolution
-  /// (_convolution, not transposed, cuDNN enabled, not deterministic) of float32, float16 or
-  /// bfloat16 is fused when its one reader is a batch norm in eval mode, whose one reader is a
-  /// ReLU or an add (alpha 1, of another tensor of exactly its type) whose one reader is a ReLU,
-  /// and the op's result has exactly the ReLU's type.
+  /// (tails that matched and stay as written, their weight too large to keep a folded copy of).
+  /// A 2-D convolution (_convolution, not transposed, cuDNN enabled, not deterministic) of
+  /// float32, float16 or bfloat16 is fused when its one reader is a batch norm in eval mode, whose
+  /// one reader is a ReLU or an add (alpha 1, of another tensor of exactly its type) whose one
+  /// reader is a ReLU, and the op's result has exactly the ReLU's type.
   void run(ir::Graph& graph, PassReport& report) override;
 
  private:

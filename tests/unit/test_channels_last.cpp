@@ -102,7 +102,8 @@ TEST(ChannelsLast, AnInferenceWeightLargeAgainstItsResultGetsNoCopy) {
     }
     return copies;
   };
-  for (auto [fraction, training, copies] : {std::tuple{0.2, false, 0}, std::tuple{0.25, false, 2}, std::tuple{0.2, true, 2}}) {
+  const std::tuple<double, bool, int> cases[] = {{0.2, false, 0}, {0.25, false, 2}, {0.2, true, 2}};
+  for (auto [fraction, training, copies] : cases) {
     auto g = two_convolutions();
     ASSERT_TRUE(passes::convolutions_channels_last(g, training, /*cuda_only=*/true, fraction));
     EXPECT_EQ(count_weight_copies(g), copies) << "fraction " << fraction << (training ? ", training" : "");
