@@ -4,9 +4,9 @@
 // calls (runtime/derived_values.h): memory eager never needs. The copy pays where the activation
 // the convolution writes is large against its weight (the fused epilogue saves a pass over that
 // activation), and costs most where it is small: ResNet-50's late layers hold most of its weights
-// and write the smallest activations. Kept where the weight has at most `fraction` times the
-// elements of the activation, ResNet-50's copies at batch 1 are 0.55 MiB in float32 instead of
-// 79 MB (docs/performance.md), and at batch 64 they are kept for 38 of its 53 convolutions.
+// and write the smallest activations. Kept where the weight has at most a tenth of the elements of
+// the activation, ResNet-50's copies at batch 1 are 0.5 MB in float32 instead of 79 MB, and 19 MB
+// at batch 64 (docs/performance.md).
 #pragma once
 
 #include "core/tensor_type.h"

@@ -110,11 +110,11 @@ struct CompileOptions {
   /// channels-last, only where it has at most this many times the elements of the activation the
   /// convolution writes; other convolutions read the weight as it is and run their batch norm
   /// after them. The copies cost memory eager never needs and pay where the activation is large
-  /// (the fused epilogue saves a pass over it). At 0.1 ResNet-50 keeps 9 of its 53 weights' copies
-  /// at batch 1 and 38 at batch 64. On an H200 its batch-1 call then peaks where eager's does
-  /// (float16 channels-last: 6.5 MB above the weights against eager's 7.5; float32: 13.0 against
-  /// 13.0) instead of holding 40 and 80 MB of copies, and takes 0.448 ms in float16 where every
-  /// copy kept took 0.391 and none 0.528 (one run; docs/performance.md has float32 and batch 64).
+  /// (the fused epilogue saves a pass over it). At 0.1 the bench's ResNet-50 keeps 0.3 MB of copies
+  /// in float16 at batch 1 (40 MB with every copy) and 9.4 MB at batch 64. On an H200 its batch-1
+  /// call then peaks where eager's does (float16 channels-last: 6.5 MB above the weights against
+  /// eager's 7.5; float32: 13.0 against 13.0), and takes 0.448 ms in float16 where every copy kept
+  /// took 0.391 and none 0.528 (one run; docs/performance.md has float32 and batch 64).
   /// Infinity keeps every copy (the fastest call, the most memory); 0 keeps none. Not negative.
   /// Overridden by ZENITH_KEPT_WEIGHT_FRACTION (a number, or inf).
   double kept_weight_fraction = 0.1;
