@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -99,6 +100,15 @@ TEST(BadInput, BadOptionsAreRejectedAtCompile) {
               std::string::npos)
         << why;
   }
+  // The environment's value replaces the option's; one that is not a number leaves the option.
+  setenv("ZENITH_KEPT_WEIGHT_FRACTION", "-1", 1);
+  auto from_environment = error_message_of([&] { compile([](at::Tensor x) { return x + 1; }); });
+  setenv("ZENITH_KEPT_WEIGHT_FRACTION", "a tenth", 1);
+  EXPECT_NO_THROW(compile([](at::Tensor x) { return x + 1; }));
+  unsetenv("ZENITH_KEPT_WEIGHT_FRACTION");
+  EXPECT_NE(from_environment.find("ZENITH_KEPT_WEIGHT_FRACTION): expected a number of 0 or more"), std::string::npos)
+      << from_environment;
+  EXPECT_NE(from_environment.find("got -1"), std::string::npos) << from_environment;
 }
 
 // Data-dependent: the length depends on the values, which a trace cannot see. Replaying a plan
