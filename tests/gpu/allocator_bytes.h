@@ -11,26 +11,25 @@
 
 namespace zenith::testing {
 
-/// Bytes of tensors alive.
-inline std::int64_t allocated_bytes() {
+/// The allocator's statistics of the current device over all its pools, once the device is done.
+inline c10::CachingDeviceAllocator::DeviceStats device_stats() {
   torch::cuda::synchronize();
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-  return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
 }
+
+/// One statistic's aggregate over the pools.
+inline c10::CachingAllocator::Stat aggregate(const c10::CachingAllocator::StatArray& stat) {
+  return stat[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+}
+
+/// Bytes of tensors alive.
+inline std::int64_t allocated_bytes() { return aggregate(device_stats().allocated_bytes).current; }
 
 /// Bytes of the allocator's segments: tensors alive, cached blocks, CUDA graph pools.
-inline std::int64_t reserved_bytes() {
-  torch::cuda::synchronize();
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-  return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
-}
+inline std::int64_t reserved_bytes() { return aggregate(device_stats().reserved_bytes).current; }
 
 /// The most bytes of tensors alive at once since the last reset_peaks().
-inline std::int64_t allocated_peak_bytes() {
-  torch::cuda::synchronize();
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-  return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-}
+inline std::int64_t allocated_peak_bytes() { return aggregate(device_stats().allocated_bytes).peak; }
 
 /// Starts the allocator's peaks afresh from what is in use now.
 inline void reset_peaks() {

@@ -91,13 +91,15 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     every_copy.kept_weight_fraction = std::numeric_limits<double>::infinity();
     auto fast = compile(block, every_copy);
     auto layout = dtype == at::kHalf ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-    auto check = [&](const std::string& when) {
+    // `compiled` against the block on fresh inputs, kCalls calls.
+    auto check_module = [&](auto& compiled, const std::string& when) {
       for (int call = 0; call < kCalls; ++call) {
         auto x = torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype)).contiguous(layout);
-        auto got = fast(x), want = block->forward(x);
+        auto got = compiled(x), want = block->forward(x);
         EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
       }
     };
+    auto check = [&](const std::string& when) { check_module(fast, when); };
     check("as built");
     const auto report = fast.report();
     // bn1 (before the convolution) as arithmetic; bn2 folded into the convolution, which takes the
@@ -123,11 +125,7 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     // By default the weight is too large against its result to keep a folded copy of: both batch
     // norms run as arithmetic, and the results are eager's all the same.
     auto defaulted = compile(block, no_fallback("block-default"));
-    for (int call = 0; call < kCalls; ++call) {
-      auto x = torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype)).contiguous(layout);
-      EXPECT_LE(relative_error(defaulted(x).to(at::kFloat), block->forward(x).to(at::kFloat)), tolerance(dtype))
-          << "the default kept_weight_fraction, call " << call;
-    }
+    check_module(defaulted, "with the default kept_weight_fraction");
     const auto unfolded = defaulted.report();
     EXPECT_EQ(pass_counter(unfolded, "fuse_convolution_epilogue", "weight_too_large"), 1) << unfolded.to_string();
     EXPECT_EQ(pass_counter(unfolded, "decompose_batch_norm", "decomposed"), 2) << unfolded.to_string();
