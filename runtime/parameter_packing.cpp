@@ -101,6 +101,7 @@ void fill(const at::Tensor& block, const std::vector<at::Tensor>& sources) {
 
 // In host memory the block is made while the pieces still hold theirs.
 std::int64_t pack_in_place(const std::vector<at::Tensor>& pieces) {
+  at::NoGradGuard no_grad;  // as in pack_through_host
   const auto shapes = shapes_of(pieces);
   auto block = at::empty(concatenated_sizes(pieces), pieces.front().options());
   fill(block, pieces);
@@ -183,6 +184,7 @@ std::string packing_refusal(const std::vector<at::Tensor>& pieces) {
 // TinyLlama-sized decoder's gate and up weights (44 MB) were held twice during its first call, the
 // highest its memory went in a whole generation (docs/performance.md).
 std::int64_t pack_through_host(const std::vector<at::Tensor>& pieces, const BlockAllocator& allocate) {
+  // Parameters require gradients; moving them is not a step autograd records.
   at::NoGradGuard no_grad;
   // Read before the pieces let their memory go: set_() leaves them empty until they point into the block.
   const auto shapes = shapes_of(pieces);
@@ -209,8 +211,6 @@ std::int64_t pack_through_host(const std::vector<at::Tensor>& pieces, const Bloc
 }
 
 std::int64_t pack_into_one_block(const std::vector<at::Tensor>& pieces) {
-  // Parameters require gradients; moving them is not a step autograd records.
-  at::NoGradGuard no_grad;
   const auto& first = pieces.front();
   if (first.device().is_cpu()) return pack_in_place(pieces);
   return pack_through_host(pieces, [](at::IntArrayRef sizes, const at::TensorOptions& options) {
