@@ -36,10 +36,16 @@ at::Tensor convolution_relu(const at::Tensor& input, const at::Tensor& weight, c
   return out.relu_();
 }
 
-// The result's type, as the convolution would lay it out.
 at::Tensor convolution_relu_meta(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>&,
                                  const std::optional<at::Tensor>&, at::IntArrayRef stride, at::IntArrayRef padding,
                                  at::IntArrayRef dilation, int64_t, bool) {
+  return convolution_result_like(input, weight, stride, padding, dilation);
+}
+
+}  // namespace
+
+at::Tensor convolution_result_like(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation) {
   std::vector<std::int64_t> sizes = {input.size(0), weight.size(0)};
   for (std::size_t d = 0; d < stride.size(); ++d) {
     const auto extent = input.size(static_cast<std::int64_t>(d) + 2), kernel = weight.size(static_cast<std::int64_t>(d) + 2);
@@ -50,8 +56,6 @@ at::Tensor convolution_relu_meta(const at::Tensor& input, const at::Tensor& weig
   return at::empty(sizes, input.options().memory_format(channels_last ? at::MemoryFormat::ChannelsLast
                                                                        : at::MemoryFormat::Contiguous));
 }
-
-}  // namespace
 
 TORCH_LIBRARY_FRAGMENT(zenith, m) {
   m.def("convolution_relu(Tensor input, Tensor weight, Tensor? bias, Tensor? residual, int[] stride, int[] padding, "

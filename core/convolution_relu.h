@@ -16,9 +16,16 @@
 // channels-last when the input or the weight is, else contiguous.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 namespace zenith::ir {
 
 /// The op's qualified name, as nodes carry it.
 inline constexpr const char* kConvolutionReluOp = "zenith::convolution_relu";
+
+/// An empty tensor of the result's type (sizes, dtype, device; channels-last when the input or the
+/// weight is), for the fused convolution ops' meta kernels.
+at::Tensor convolution_result_like(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation);
 
 }  // namespace zenith::ir

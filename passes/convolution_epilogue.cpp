@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/convolution_relu.h"
+#include "core/convolution_scale_relu.h"
 #include "core/node_arguments.h"
 #include "core/tensor_type.h"
 #include "passes/kept_weight_copies.h"
@@ -30,6 +31,40 @@ bool is_fusable_convolution(const ir::Graph& graph, const ir::Node& node, bool c
   const auto& w = graph.value(weight).type;
   return x.rank() == 4 && w.rank() == 4 && floating(x.dtype) && w.dtype == x.dtype && w.device == x.device &&
          (!cuda_only || x.device.is_cuda());
+}
+
+// How a matched tail is rewritten: over a folded weight copy (zenith::convolution_relu) or with
+// the batch norm as a per-channel scale and shift in the epilogue (zenith::convolution_scale_relu).
+enum class EpilogueForm { FoldedWeight, ScaleAndShift };
+
+// The largest weight, in elements a result element, for which cuDNN's fused graph of conv, scale,
+// shift, add and ReLU ran at least as fast as the convolution alone plus 2.3 us (the batch norm's
+// own kernel after it: ResNet-50 b1 took 0.1 ms more with 44 of them), float16 channels-last on an
+// H200 at ResNet-50's shapes (docs/performance.md): at ratios up to 10.4 it won, at 11.8 it tied,
+// at 42 and 94 it lost by 1.8 and 4.8 us. In float32 it lost at most shapes: never there.
+constexpr double kScaledEpilogueLargestWeightRatio = 10.5;
+
+// Channels-last and dense, size-1 dimensions' strides aside (a 1x1 weight is either layout).
+bool laid_out_channels_last(const ir::TensorType& type) {
+  if (type.rank() != 4) return false;
+  const auto want = c10::get_channels_last_strides_2d(c10::IntArrayRef(type.sizes));
+  for (std::size_t d = 0; d < 4; ++d) {
+    if (type.sizes[d] != 1 && type.strides[d] != want[d]) return false;
+  }
+  return true;
+}
+
+// Whether a tail whose folded weight is not kept gets the scale-and-shift form: where cuDNN's
+// fused graph takes it (16-bit, channels-last: plugins/torch_gpu/cudnn_scaled_convolution.h) and
+// pays (above). `residual` is null without a residual add.
+bool scaled_epilogue_pays(const ir::TensorType& input, const ir::TensorType& weight, const ir::TensorType* residual,
+                          const ir::TensorType& result) {
+  if (weight.dtype != c10::kHalf && weight.dtype != c10::kBFloat16) return false;
+  if (!laid_out_channels_last(input) || !laid_out_channels_last(weight) || !laid_out_channels_last(result) ||
+      (residual != nullptr && !laid_out_channels_last(*residual))) {
+    return false;
+  }
+  return static_cast<double>(weight.numel()) <= kScaledEpilogueLargestWeightRatio * static_cast<double>(result.numel());
 }
 
 // One convolution's tail: the nodes it replaces, and the residual the add brings (or -1).
@@ -113,9 +148,9 @@ class Fold {
  public:
   Fold(ir::Graph& graph, const Match& match) : graph_(graph), match_(match), meta_(graph) {}
 
-  // The nodes computing the ReLU's value, or nullopt when the fused op's result would not have
-  // exactly its type, or a per-channel tensor is not one value a channel.
-  std::optional<std::vector<ir::Node>> build() {
+  // The nodes computing the ReLU's value in `form`, or nullopt when the fused op's result would
+  // not have exactly its type, or a per-channel tensor is not one value a channel.
+  std::optional<std::vector<ir::Node>> build(EpilogueForm form) {
     const auto& conv = node(match_.conv);
     const auto& norm = node(match_.norm);
     const int weight = ir::tensor_arg(conv, "weight");
@@ -142,32 +177,37 @@ class Fold {
       const int shifted = emit("aten::add", "Scalar", {ref("self", wide(var)), {"other", eps}, {"alpha", std::int64_t{1}}});
       int scale = emit("aten::rsqrt", "", {ref("self", shifted)});
       if (gamma >= 0) scale = emit("aten::mul", "Tensor", {ref("self", scale), ref("other", wide(gamma))});
-      const int column = emit("aten::view", "", {ref("self", scale), {"size", std::vector<std::int64_t>{channels, 1, 1, 1}}});
-      int folded_weight = emit("aten::mul", "Tensor", {ref("self", wide(weight)), ref("other", column)});
       // (b - mean) * s + beta: the batch norm's shift of the convolution's bias.
       const int centered =
           conv_bias >= 0 ? emit("aten::sub", "Tensor",
                                 {ref("self", wide(conv_bias)), ref("other", wide(mean)), {"alpha", std::int64_t{1}}})
                          : emit("aten::neg", "", {ref("self", wide(mean))});
-      int folded_bias = emit("aten::mul", "Tensor", {ref("self", centered), ref("other", scale)});
+      int shift = emit("aten::mul", "Tensor", {ref("self", centered), ref("other", scale)});
       if (beta >= 0) {
-        folded_bias =
-            emit("aten::add", "Tensor", {ref("self", folded_bias), ref("other", wide(beta)), {"alpha", std::int64_t{1}}});
+        shift = emit("aten::add", "Tensor", {ref("self", shift), ref("other", wide(beta)), {"alpha", std::int64_t{1}}});
       }
-      if (dtype != c10::kFloat) {
-        folded_weight = cast(folded_weight, dtype);
-        folded_bias = cast(folded_bias, dtype);
+      const auto residual =
+          match_.residual >= 0 ? ref("residual", match_.residual) : ir::Argument{"residual", ir::NoneArg{}};
+      int out = -1;
+      if (form == EpilogueForm::ScaleAndShift) {
+        out = emit(ir::kConvolutionScaleReluOp, "",
+                   {ir::copy_arg(conv, "input"), ir::copy_arg(conv, "weight"), ref("scale", scale), ref("shift", shift),
+                    residual, ir::copy_arg(conv, "stride"), ir::copy_arg(conv, "padding"),
+                    ir::copy_arg(conv, "dilation"), ir::copy_arg(conv, "groups"), ir::copy_arg(conv, "allow_tf32")});
+      } else {
+        const int column =
+            emit("aten::view", "", {ref("self", scale), {"size", std::vector<std::int64_t>{channels, 1, 1, 1}}});
+        int folded_weight = emit("aten::mul", "Tensor", {ref("self", wide(weight)), ref("other", column)});
+        int folded_bias = shift;
+        if (dtype != c10::kFloat) {
+          folded_weight = cast(folded_weight, dtype);
+          folded_bias = cast(folded_bias, dtype);
+        }
+        out = emit(ir::kConvolutionReluOp, "",
+                   {ir::copy_arg(conv, "input"), ref("weight", folded_weight), ref("bias", folded_bias), residual,
+                    ir::copy_arg(conv, "stride"), ir::copy_arg(conv, "padding"), ir::copy_arg(conv, "dilation"),
+                    ir::copy_arg(conv, "groups"), ir::copy_arg(conv, "allow_tf32")});
       }
-      const int out = emit(ir::kConvolutionReluOp, "",
-                           {ir::copy_arg(conv, "input"),
-                            ref("weight", folded_weight),
-                            ref("bias", folded_bias),
-                            match_.residual >= 0 ? ref("residual", match_.residual) : ir::Argument{"residual", ir::NoneArg{}},
-                            ir::copy_arg(conv, "stride"),
-                            ir::copy_arg(conv, "padding"),
-                            ir::copy_arg(conv, "dilation"),
-                            ir::copy_arg(conv, "groups"),
-                            ir::copy_arg(conv, "allow_tf32")});
       const auto& want = graph_.value(node(match_.relu).outputs.front()).type;
       const auto& got = graph_.value(out).type;
       if (got.dtype != want.dtype || got.sizes != want.sizes || got.strides != want.strides) throw Refused{};
@@ -215,7 +255,7 @@ class Fold {
 }  // namespace
 
 void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
-  std::int64_t fused = 0, with_residual = 0, too_large = 0;
+  std::int64_t fused = 0, with_residual = 0, scaled = 0, too_large = 0;
   std::vector<Match> matches;
   {
     const Matcher matcher(graph, cuda_only_);
@@ -229,13 +269,21 @@ void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
   for (const auto& match : matches) {
     const auto& weight = graph.value(ir::tensor_arg(graph.nodes[static_cast<std::size_t>(match.conv)], "weight")).type;
     const auto& result = graph.value(graph.nodes[static_cast<std::size_t>(match.relu)].outputs.front()).type;
+    EpilogueForm form = EpilogueForm::FoldedWeight;
     if (!weight_copy_kept(weight, result, kept_fraction_)) {
-      ++too_large;
-      continue;
+      const auto& conv = graph.nodes[static_cast<std::size_t>(match.conv)];
+      const auto& input = graph.value(ir::tensor_arg(conv, "input")).type;
+      const auto* residual = match.residual >= 0 ? &graph.value(match.residual).type : nullptr;
+      if (!scaled_epilogue_pays(input, weight, residual, result)) {
+        ++too_large;
+        continue;
+      }
+      form = EpilogueForm::ScaleAndShift;
     }
     Fold fold(graph, match);
-    auto nodes = fold.build();
+    auto nodes = fold.build(form);
     if (!nodes) continue;
+    scaled += form == EpilogueForm::ScaleAndShift;
     replaced[graph.nodes[static_cast<std::size_t>(match.relu)].outputs.front()] = fold.result();
     replacement_at[match.relu] = std::move(*nodes);
     for (int index : {match.conv, match.norm, match.add}) {
@@ -259,6 +307,7 @@ void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
   graph.remove_unused_values();
   report.counters["fused"] = fused;
   report.counters["with_residual"] = with_residual;
+  report.counters["scaled"] = scaled;
   report.counters["weight_too_large"] = too_large;
 }
 

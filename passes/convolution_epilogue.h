@@ -17,7 +17,12 @@
 // Only for inference plans whose derived values are kept (CompileOptions::keep_derived_values):
 // otherwise the fold would run, over every weight, at each call. And only where the folded weight
 // is small against the activation the convolution writes (passes/kept_weight_copies.h,
-// CompileOptions::kept_weight_fraction): elsewhere the batch norm stays, and runs after the
+// CompileOptions::kept_weight_fraction). Elsewhere, in float16 and bfloat16 with the input, weight
+// and residual channels-last, and a weight at most 10.5 times the result's elements, the tail
+// becomes one zenith::convolution_scale_relu (core/convolution_scale_relu.h) instead: the
+// convolution over the weight as it is, the batch norm as a float32 scale and shift per output
+// channel (derived values of a few bytes a channel), which cuDNN applies in the convolution's
+// epilogue with the residual add and the ReLU. Otherwise the batch norm stays, and runs after the
 // convolution as an elementwise kernel.
 #pragma once
 
@@ -37,8 +42,10 @@ class ConvolutionEpilogue : public Pass {
       : cuda_only_(cuda_only), kept_fraction_(kept_fraction) {}
   std::string name() const override { return "fuse_convolution_epilogue"; }
   /// Counters "fused" (convolutions whose batch norm and ReLU became one op with them),
-  /// "with_residual" (of those, the ones that took a residual add too) and "weight_too_large"
-  /// (tails that matched and stay as written, their weight too large to keep a folded copy of).
+  /// "with_residual" (of those, the ones that took a residual add too), "scaled" (of those, the
+  /// ones whose batch norm became a scale and shift rather than a folded weight) and
+  /// "weight_too_large" (tails that matched and stay as written: their weight too large to keep a
+  /// folded copy of, and the scale-and-shift form not taken).
   /// A 2-D convolution (_convolution, not transposed, cuDNN enabled, not deterministic) of
   /// float32, float16 or bfloat16 is fused when its one reader is a batch norm in eval mode, whose
   /// one reader is a ReLU or an add (alpha 1, of another tensor of exactly its type) whose one

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include "backends/dispatcher/dispatcher_plugin.h"
+#ifdef ZENITH_HAVE_CUDNN
+#include "plugins/torch_gpu/cudnn_scaled_convolution.h"
+#endif
 
 namespace {
 
@@ -28,6 +31,18 @@ void run_on_stream(void* stream, int device_index, const std::function<void()>& 
   c10::cuda::CUDAStreamGuard on_stream(external);
   body();
 }
+
+#ifdef ZENITH_HAVE_CUDNN
+// zenith::convolution_scale_relu runs as one cuDNN graph while this plugin is loaded; unloading it
+// hands the op back to its written form before the plugin's code goes.
+struct ScaledConvolutionInstallation {
+  ScaledConvolutionInstallation() { zenith::torch_gpu::install_cudnn_scaled_convolution(); }
+  ~ScaledConvolutionInstallation() { zenith::torch_gpu::remove_cudnn_scaled_convolution(); }
+  ScaledConvolutionInstallation(const ScaledConvolutionInstallation&) = delete;
+  ScaledConvolutionInstallation& operator=(const ScaledConvolutionInstallation&) = delete;
+};
+const ScaledConvolutionInstallation scaled_convolution_installation;
+#endif
 
 const zenith::dispatcher_plugin::Settings kSettings = {
     /*name=*/"torch_gpu",

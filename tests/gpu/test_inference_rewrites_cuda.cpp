@@ -1,6 +1,7 @@
 // The inference rewrites on the GPU, against eager: batch norms decomposed into the kernel of the
 // ReLU and residual add after them (passes/batch_norm_decomposition.h) or folded into the
-// convolution before them, with its residual add and ReLU (passes/convolution_epilogue.h),
+// convolution before them, with its residual add and ReLU (passes/convolution_epilogue.h), or run
+// in cuDNN's epilogue as a scale and shift without a weight copy (core/convolution_scale_relu.h),
 // attention written out by hand with a padding mask (data: it stays written out,
 // passes/attention_fusion.h), an NCHW network's convolutions run channels-last over weight copies
 // kept as derived values (passes/channels_last_convolutions.h, runtime/derived_values.h),
@@ -25,6 +26,7 @@
 #include "common/pass_counter.h"
 #include "common/temp_folder.h"
 #include "common_relative_error.h"
+#include "core/convolution_scale_relu.h"
 #include "core/dump.h"
 #include "gpu/allocator_bytes.h"
 #include "gpu/two_layer_mlp.h"
@@ -130,6 +132,56 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     EXPECT_EQ(pass_counter(unfolded, "fuse_convolution_epilogue", "weight_too_large"), 1) << unfolded.to_string();
     EXPECT_EQ(pass_counter(unfolded, "decompose_batch_norm", "decomposed"), 2) << unfolded.to_string();
     EXPECT_EQ(defaulted.stats().kept_bytes, 0);
+  }
+}
+
+// A channels-last 16-bit network whose weights are too large against their results to keep folded
+// copies of (the block's is a quarter of its result; CompileOptions::kept_weight_fraction is 0.1):
+// the batch norm before the residual add runs in cuDNN's epilogue as a per-channel scale and shift
+// (plugins/torch_gpu/cudnn_scaled_convolution.h), and the plan keeps those two vectors, not a weight.
+TEST(InferenceRewritesCuda, AChannelsLastBlockRunsItsBatchNormInCudnnsEpilogueWithoutAWeightCopy) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  for (auto dtype : {at::kHalf, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(5);
+    Block block;
+    randomize_statistics(block->bn1);
+    randomize_statistics(block->bn2);
+    block->to(kDevice, dtype);
+    for (auto& parameter : block->parameters()) {
+      if (parameter.dim() == 4) parameter.set_data(parameter.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+    block->eval();
+    auto fast = compile(block, no_fallback("scaled-block"));
+    const auto runs_before = ir::scaled_convolution_runner_calls();
+    auto check = [&](const std::string& when) {
+      for (int call = 0; call < kCalls; ++call) {
+        auto x = torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype))
+                     .contiguous(at::MemoryFormat::ChannelsLast);
+        auto got = fast(x), want = block->forward(x);
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
+      }
+    };
+    check("as built");
+    const auto report = fast.report();
+    EXPECT_EQ(pass_counter(report, "fuse_convolution_epilogue", "scaled"), 1) << report.to_string();
+    EXPECT_EQ(pass_counter(report, "fuse_convolution_epilogue", "with_residual"), 1) << report.to_string();
+    EXPECT_EQ(pass_counter(report, "fuse_convolution_epilogue", "weight_too_large"), 0) << report.to_string();
+    // cuDNN's fused graph computed it: the first call launch by launch, the capture (replays
+    // run the graph, not the op).
+    EXPECT_GE(ir::scaled_convolution_runner_calls() - runs_before, 2);
+    // Two float32 vectors of 16 channels and bn1's arithmetic constants, far below the weight's
+    // 16 x 16 x 3 x 3 elements.
+    const auto weight_bytes = block->conv->weight.numel() * block->conv->weight.element_size();
+    EXPECT_LT(fast.stats().kept_bytes, weight_bytes) << "a copy of the weight was kept";
+    block->bn2->running_mean.add_(1);
+    block->bn2->weight.mul_(-1);
+    check("after updates in place");
+    block->bn2->running_var.set_data(block->bn2->running_var * 0.25 + 0.1);
+    check("after a buffer was replaced");
+    EXPECT_EQ(fast.stats().eager_calls, 0);
+    EXPECT_GT(fast.stats().graph_replays, 0);
   }
 }
 

@@ -1,9 +1,11 @@
 // The convolution epilogue (passes/convolution_epilogue.h): conv -> batch norm (eval) -> [add] ->
 // ReLU becomes one zenith::convolution_relu over the batch norm folded into the convolution's
-// weight and bias. On the CPU the op runs the written ops (core/convolution_relu.h), so the
-// rewritten graph is checked against the original on fresh draws of every input, statistics and
-// weights included (what a parameter update between calls gives the plan); tails the op cannot
-// take are left as written.
+// weight and bias, or, where that copy of the weight is too large to keep, one
+// zenith::convolution_scale_relu with the batch norm as a per-channel scale and shift (16-bit,
+// channels-last). On the CPU both ops run their written ops (core/convolution_relu.h,
+// core/convolution_scale_relu.h), so the rewritten graph is checked against the original on fresh
+// draws of every input, statistics and weights included (what a parameter update between calls
+// gives the plan); tails the ops cannot take are left as written.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 
 #include "common_relative_error.h"
 #include "core/convolution_relu.h"
+#include "core/convolution_scale_relu.h"
 #include "core/interpreter.h"
 #include "core/node_arguments.h"
 #include "core/verifier.h"
@@ -81,7 +84,8 @@ PassReport rewritten(ir::Graph& graph) {
 // Every input drawn again, twice; running variances positive, as statistics are. 1e-5 of the
 // output's largest magnitude: the folded weight rounds the batch norm's scale into each product
 // term, which the written ops apply once to the sum.
-void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples) {
+void expect_same_results(const ir::Graph& before, const ir::Graph& after, const std::vector<at::Tensor>& examples,
+                         double tolerance = 1e-5) {
   at::manual_seed(37);
   for (int draw = 0; draw < 2; ++draw) {
     std::vector<at::Tensor> inputs;
@@ -91,7 +95,8 @@ void expect_same_results(const ir::Graph& before, const ir::Graph& after, const 
     auto want = ir::interpret(before, inputs), got = ir::interpret(after, inputs);
     ASSERT_EQ(want.size(), got.size());
     for (std::size_t k = 0; k < want.size(); ++k) {
-      EXPECT_LE(testing::relative_error(got[k], want[k]), 1e-5) << "draw " << draw << ", output " << k;
+      EXPECT_LE(testing::relative_error(got[k].to(at::kFloat), want[k].to(at::kFloat)), tolerance)
+          << "draw " << draw << ", output " << k;
     }
   }
 }
@@ -155,6 +160,133 @@ TEST(ConvolutionEpilogue, AWeightLargeAgainstItsResultKeepsItsBatchNorm) {
   EXPECT_EQ(report.counters["fused"], 1);
   EXPECT_EQ(report.counters["weight_too_large"], 0);
   expect_same_results(before, graph, b.example_inputs());
+}
+
+int channels_last(GraphBuilder& b, int x) {
+  return b.op("aten::contiguous", "",
+              {value("self", x), {"memory_format", static_cast<std::int64_t>(at::MemoryFormat::ChannelsLast)}});
+}
+
+// A float16 (or `dtype`) tail whose folded weight is not kept: the weight has 288 elements against
+// the result's 576, above kept_weight_fraction 0.1. `layout_last` lays the input, the weight and
+// the residual out channels-last in the graph; `residual` adds a second input before the ReLU.
+ir::Graph sixteen_bit_tail(GraphBuilder& b, c10::ScalarType dtype, bool layout_last, bool residual) {
+  int x = b.input({kBatch, kIn, kSize, kSize}, dtype);
+  int w = testing::cast(b, b.parameter({kOut, kIn, 3, 3}, "conv.weight"), dtype);
+  auto norm = norm_parameters(b, "bn");
+  for (int* p : {&norm.gamma, &norm.beta, &norm.mean, &norm.var}) *p = testing::cast(b, *p, dtype);
+  if (layout_last) {
+    x = channels_last(b, x);
+    w = channels_last(b, w);
+  }
+  int out = batch_norm(b, convolution(b, x, w, 1), norm);
+  if (residual) {
+    int z = b.input({kBatch, kOut, kSize, kSize}, dtype);
+    out = add(b, out, layout_last ? channels_last(b, z) : z);
+  }
+  return b.finish({relu(b, out)});
+}
+
+// Where the folded copy is not kept, a 16-bit channels-last tail gets the scale and shift in the
+// epilogue: only two float32 vectors of the output's channels are derived, not a weight. On the
+// CPU the op runs its written ops: the convolution rounded to float16, the affine, add and ReLU in
+// float32, rounded once, as the batch norm computes its affine in float32 and rounds once too;
+// the two orders of float32 arithmetic may round one value a float16 unit apart: 2^-10 of the
+// largest output at most, hence 1e-3.
+TEST(ConvolutionEpilogue, ASixteenBitChannelsLastWeightNotKeptGetsTheScaleAndShiftInTheEpilogue) {
+  for (bool residual : {false, true}) {
+    SCOPED_TRACE(residual ? "with a residual" : "without a residual");
+    GraphBuilder b;
+    const auto before = sixteen_bit_tail(b, at::kHalf, /*layout_last=*/true, residual);
+    auto graph = before;
+    PassReport report, removed;
+    ConvolutionEpilogue(/*cuda_only=*/false, /*kept_fraction=*/0.1).run(graph, report);
+    DeadCodeElimination().run(graph, removed);
+    EXPECT_EQ(report.counters["fused"], 1);
+    EXPECT_EQ(report.counters["scaled"], 1);
+    EXPECT_EQ(report.counters["with_residual"], residual ? 1 : 0);
+    EXPECT_EQ(report.counters["weight_too_large"], 0);
+    EXPECT_EQ(testing::count_nodes(graph, ir::kConvolutionScaleReluOp), 1);
+    EXPECT_EQ(testing::count_nodes(graph, ir::kConvolutionReluOp), 0);
+    for (const char* gone : {"aten::_convolution", "aten::batch_norm", "aten::relu"}) {
+      EXPECT_EQ(testing::count_nodes(graph, gone), 0) << gone;
+    }
+    for (const auto& node : graph.nodes) {
+      if (node.op != ir::kConvolutionScaleReluOp) continue;
+      for (const char* vector : {"scale", "shift"}) {
+        const auto& type = graph.value(ir::tensor_arg(node, vector)).type;
+        EXPECT_EQ(type.dtype, at::kFloat) << vector;
+        EXPECT_EQ(type.sizes, std::vector<std::int64_t>{kOut}) << vector;
+      }
+    }
+    EXPECT_NO_THROW(ir::verify(graph));
+    EXPECT_EQ(graph.value(graph.outputs.front()).type, before.value(before.outputs.front()).type);
+    expect_same_results(before, graph, b.example_inputs(), 1e-3);
+  }
+}
+
+// Where cuDNN's fused graph would not take the tail (float32; an NCHW layout) or would not pay (a
+// weight more than 10.5 times its result), the batch norm stays as written.
+TEST(ConvolutionEpilogue, TheScaleAndShiftFormOnlyWhereCudnnTakesItAndItPays) {
+  struct Case {
+    const char* what;
+    c10::ScalarType dtype;
+    bool layout_last;
+    double kept_fraction;
+  };
+  for (const auto& c : {Case{"float32", at::kFloat, true, 0.1}, Case{"NCHW", at::kHalf, false, 0.1},
+                        Case{"a weight kept", at::kHalf, true, 0.5}}) {
+    SCOPED_TRACE(c.what);
+    GraphBuilder b;
+    auto graph = sixteen_bit_tail(b, c.dtype, c.layout_last, /*residual=*/false);
+    PassReport report;
+    ConvolutionEpilogue(/*cuda_only=*/false, c.kept_fraction).run(graph, report);
+    EXPECT_EQ(report.counters["scaled"], 0);
+    EXPECT_EQ(testing::count_nodes(graph, ir::kConvolutionScaleReluOp), 0);
+    // Kept (0.5: 288 <= 0.5 x 576), the copy is folded as before; else the batch norm stays.
+    EXPECT_EQ(report.counters["fused"], c.kept_fraction == 0.5 ? 1 : 0);
+    EXPECT_EQ(report.counters["weight_too_large"], c.kept_fraction == 0.5 ? 0 : 1);
+  }
+  // 64 output channels of 16 inputs, 3x3, on a 2 x 2 result: 9216 weights against 256 results.
+  GraphBuilder b;
+  int x = channels_last(b, b.input({1, 16, 2, 2}, at::kHalf));
+  int w = channels_last(b, testing::cast(b, b.parameter({64, 16, 3, 3}, "wide.weight"), at::kHalf));
+  auto norm = Norm{b.parameter({64}, "bn.weight"), b.parameter({64}, "bn.bias"), b.parameter({64}, "bn.running_mean"),
+                   b.parameter({64}, "bn.running_var")};
+  for (int* p : {&norm.gamma, &norm.beta, &norm.mean, &norm.var}) *p = testing::cast(b, *p, at::kHalf);
+  auto graph = b.finish({relu(b, batch_norm(b, convolution(b, x, w, 1), norm))});
+  PassReport report;
+  ConvolutionEpilogue(/*cuda_only=*/false, 0.1).run(graph, report);
+  EXPECT_EQ(report.counters["scaled"], 0);
+  EXPECT_EQ(report.counters["weight_too_large"], 1);
+}
+
+// The op's written form: the convolution in the input's dtype, then scale, shift, add and ReLU in
+// float32, rounded once. In float32, the same sums as the written ops and one multiply-add more
+// rounded in another order: 1e-6 of the largest value.
+TEST(ConvolutionEpilogue, TheScaledOpComputesConvolutionTimesScalePlusShiftPlusResidual) {
+  at::manual_seed(47);
+  auto x = at::randn({kBatch, kIn, kSize, kSize}).contiguous(at::MemoryFormat::ChannelsLast);
+  auto w = at::randn({kOut, kIn, 3, 3});
+  auto scale = at::rand({kOut}) + 0.5, shift = at::randn({kOut}), z = at::randn({kBatch, kOut, kSize, kSize});
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(ir::kConvolutionScaleReluOp, "").typed<
+      at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                 const std::optional<at::Tensor>&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t, bool)>();
+  auto per_channel = [](const at::Tensor& v) { return v.view({1, -1, 1, 1}); };
+  auto got = op.call(x, w, scale, shift, z, {1, 1}, {1, 1}, {1, 1}, 1, true);
+  auto want = at::relu(at::conv2d(x, w, std::nullopt, 1, 1) * per_channel(scale) + per_channel(shift) + z);
+  EXPECT_LE(testing::relative_error(got, want), 1e-6);
+  EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast)) << "laid out as the convolution's result";
+  auto without = op.call(x, w, scale, shift, std::nullopt, {2, 2}, {0, 0}, {1, 1}, 1, true);
+  const auto plain = at::conv2d(x, w, std::nullopt, at::IntArrayRef({2, 2}), at::IntArrayRef({0, 0}));
+  EXPECT_LE(testing::relative_error(without, at::relu(plain * per_channel(scale) + per_channel(shift))), 1e-6);
+  // float16: the convolution rounds to float16 first, as eager's does before its batch norm; the
+  // result rounds once more (a float16 unit, 2^-11 relative, of the largest value: 1e-3).
+  auto half = op.call(x.to(at::kHalf), w.to(at::kHalf), scale, shift, z.to(at::kHalf), {1, 1}, {1, 1}, {1, 1}, 1, true);
+  EXPECT_EQ(half.scalar_type(), at::kHalf);
+  const auto rounded = at::conv2d(x.to(at::kHalf), w.to(at::kHalf), std::nullopt, 1, 1).to(at::kFloat);
+  const auto exact = at::relu(rounded * per_channel(scale) + per_channel(shift) + z.to(at::kHalf).to(at::kFloat));
+  EXPECT_LE(testing::relative_error(half.to(at::kFloat), exact), 1e-3);
 }
 
 TEST(ConvolutionEpilogue, LeavesTailsTheOpCannotTake) {
