@@ -1,6 +1,7 @@
 #include "plugins/torch_gpu/cudnn_scaled_convolution.h"
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -258,11 +259,23 @@ std::string declined(const ScaledConvolution& call) {
   return "";
 }
 
+// The largest power of two up to 256 dividing every pointer the call hands cuDNN: a plan is
+// built and checked per alignment, should an engine's kernel assume more than the 16 bytes its
+// tensors declare.
+std::uint64_t pointer_alignment(const ScaledConvolution& call) {
+  std::uint64_t bits = 256;
+  for (const at::Tensor* t : {&call.input, &call.weight, &call.scale, &call.shift}) {
+    bits |= reinterpret_cast<std::uintptr_t>(t->data_ptr());
+  }
+  if (call.residual && call.residual->defined()) bits |= reinterpret_cast<std::uintptr_t>(call.residual->data_ptr());
+  return bits & (~bits + 1);
+}
+
 std::string plan_key(const ScaledConvolution& call) {
-  return fmt::format("{} {} x{} w{} s{} p{} d{} z{}", call.input.device().str(), c10::toString(call.input.scalar_type()),
-                     fmt::join(call.input.sizes(), ","), fmt::join(call.weight.sizes(), ","), fmt::join(call.stride, ","),
-                     fmt::join(call.padding, ","), fmt::join(call.dilation, ","),
-                     call.residual && call.residual->defined());
+  return fmt::format("{} {} x{} w{} s{} p{} d{} z{} a{}", call.input.device().str(),
+                     c10::toString(call.input.scalar_type()), fmt::join(call.input.sizes(), ","),
+                     fmt::join(call.weight.sizes(), ","), fmt::join(call.stride, ","), fmt::join(call.padding, ","),
+                     fmt::join(call.dilation, ","), call.residual && call.residual->defined(), pointer_alignment(call));
 }
 
 bool capturing(cudaStream_t stream) {
@@ -270,23 +283,87 @@ bool capturing(cudaStream_t stream) {
   return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
 }
 
-// Plans by shape, for the process. Never destroyed: the process's exit may already have torn down
-// cuDNN when static destructors run, and unloading the plugin removes the runner first.
+// Enqueues `plan` over the call's tensors into `out`; false (nothing enqueued) when cuDNN refuses.
+bool execute(const Plan& plan, const ScaledConvolution& call, const at::Tensor& out, cudnnHandle_t handle) {
+  at::Tensor workspace;
+  if (plan.workspace_bytes > 0) workspace = at::empty({plan.workspace_bytes}, call.input.options().dtype(at::kByte));
+  std::vector<std::int64_t> uids = {kInput, kWeight, kScale, kShift, kOutput};
+  std::vector<void*> pointers = {call.input.data_ptr(), call.weight.data_ptr(), call.scale.data_ptr(),
+                                 call.shift.data_ptr(), out.data_ptr()};
+  if (call.residual && call.residual->defined()) {
+    uids.push_back(kResidual);
+    pointers.push_back(call.residual->data_ptr());
+  }
+  void* workspace_data = workspace.defined() ? workspace.data_ptr() : nullptr;
+  try {
+    Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), static_cast<std::int64_t>(uids.size()));
+    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(),
+             static_cast<std::int64_t>(pointers.size()));
+    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace_data);
+    pack.finalize("the variant pack");
+    check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
+  } catch (const Unsupported& failed) {
+    log::warn("the cuDNN fused convolution epilogue did not run ({}); the written ops run", failed.reason);
+    return false;
+  }
+  return true;
+}
+
+at::Tensor empty_result(const ScaledConvolution& call) {
+  return at::empty(result_sizes(call), call.input.options().memory_format(at::MemoryFormat::ChannelsLast));
+}
+
+// A new plan runs once on the call's own tensors into an output filled with NaN and is kept only
+// when it agrees with the written ops there: every output written (no NaN where the written ops
+// give a finite value), and within 1% (float16) or 4% (bfloat16) of the largest magnitude (the
+// written ops round the convolution to the input's dtype before the scale, the graph does not).
+// A graph that disagrees is never used, whatever the engine's reason. Empty when it agrees.
+std::string disagreement(const Plan& plan, const ScaledConvolution& call, cudnnHandle_t handle) {
+  auto out = empty_result(call).fill_(std::numeric_limits<float>::quiet_NaN());
+  if (!execute(plan, call, out, handle)) return "it did not run";
+  const auto want = ir::convolution_scale_relu_written(call).to(at::kFloat);
+  const auto got = out.to(at::kFloat);
+  const auto finite = want.isfinite();
+  if ((got.isnan() & finite).any().item<bool>()) return "it left outputs unwritten";
+  const double error = (got - want).abs().masked_fill(finite.logical_not(), 0).max().item<double>();
+  const double magnitude = want.abs().masked_fill(finite.logical_not(), 0).max().item<double>();
+  const double tolerance = call.input.scalar_type() == at::kHalf ? 1e-2 : 4e-2;
+  if (error > tolerance * magnitude) {
+    return fmt::format("its largest difference {:.3g} exceeds {} of the largest magnitude {:.3g}", error, tolerance,
+                       magnitude);
+  }
+  return "";
+}
+
+// Plans by shape and alignment, for the process. Never destroyed: the process's exit may already
+// have torn down cuDNN when static destructors run, and unloading the plugin removes the runner
+// first.
 class PlanCache {
  public:
-  // The plan for this call's shape, built now if it was not (nullptr when no engine takes it).
+  // The plan for this call's shape, built and checked now if it was not (nullptr when no engine
+  // takes it or it disagreed with the written ops).
   std::shared_ptr<const Plan> find_or_build(const ScaledConvolution& call, cudnnHandle_t handle, cudaStream_t stream) {
     const auto key = plan_key(call);
     const std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-    // Building compiles a kernel, which a stream under capture must not see: left to a later call.
+    // Building compiles a kernel and checking it waits for its result, which a stream under
+    // capture must not see: left to a later call.
     if (capturing(stream)) return nullptr;
     std::shared_ptr<const Plan> plan;
     try {
       plan = PlanBuilder(call, handle).build();
-      log::debug("cuDNN fused convolution epilogue built for {}", key);
     } catch (const Unsupported& unsupported) {
       log::info("cuDNN builds no fused convolution epilogue for {} ({}); the written ops run", key, unsupported.reason);
+    }
+    if (plan != nullptr) {
+      if (const auto why = disagreement(*plan, call, handle); !why.empty()) {
+        log::warn("cuDNN's fused convolution epilogue for {} disagreed with the written ops ({}); the written ops run",
+                  key, why);
+        plan = nullptr;
+      } else {
+        log::debug("cuDNN fused convolution epilogue built and checked for {}", key);
+      }
     }
     plans_.emplace(key, plan);
     return plan;
@@ -313,30 +390,8 @@ std::optional<at::Tensor> run_fused(const ScaledConvolution& call) {
   if (cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) return std::nullopt;
   const auto plan = plan_cache().find_or_build(call, handle, stream);
   if (plan == nullptr) return std::nullopt;
-  auto out = at::empty(result_sizes(call), call.input.options().memory_format(at::MemoryFormat::ChannelsLast));
-  at::Tensor workspace;
-  if (plan->workspace_bytes > 0) workspace = at::empty({plan->workspace_bytes}, call.input.options().dtype(at::kByte));
-  std::vector<std::int64_t> uids = {kInput, kWeight, kScale, kShift, kOutput};
-  std::vector<void*> pointers = {call.input.data_ptr(), call.weight.data_ptr(), call.scale.data_ptr(),
-                                 call.shift.data_ptr(), out.data_ptr()};
-  if (call.residual && call.residual->defined()) {
-    uids.push_back(kResidual);
-    pointers.push_back(call.residual->data_ptr());
-  }
-  void* workspace_data = workspace.defined() ? workspace.data_ptr() : nullptr;
-  try {
-    Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), static_cast<std::int64_t>(uids.size()));
-    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(),
-             static_cast<std::int64_t>(pointers.size()));
-    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace_data);
-    pack.finalize("the variant pack");
-    check(cudnnBackendExecute(handle, plan->plan->get(), pack.get()), "cudnnBackendExecute");
-  } catch (const Unsupported& failed) {
-    // Nothing was enqueued (the call failed before launching): the written ops compute the result.
-    log::warn("the cuDNN fused convolution epilogue did not run ({}); the written ops run", failed.reason);
-    return std::nullopt;
-  }
+  auto out = empty_result(call);
+  if (!execute(*plan, call, out, handle)) return std::nullopt;
   return out;
 }
 
