@@ -80,17 +80,23 @@ void randomize_statistics(torch::nn::BatchNorm2d& bn) {
   bn->bias.normal_(0, 0.2);
 }
 
+// A block on the GPU in `dtype`, in eval mode, its statistics randomized from `seed`.
+Block block_for_inference(std::uint64_t seed, c10::ScalarType dtype) {
+  torch::manual_seed(seed);
+  Block block;
+  randomize_statistics(block->bn1);
+  randomize_statistics(block->bn2);
+  block->to(kDevice, dtype);
+  block->eval();
+  return block;
+}
+
 TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParameterChange) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::NoGradGuard no_grad;
   for (auto dtype : {at::kFloat, at::kHalf}) {
     SCOPED_TRACE(c10::toString(dtype));
-    torch::manual_seed(3);
-    Block block;
-    randomize_statistics(block->bn1);
-    randomize_statistics(block->bn2);
-    block->to(kDevice, dtype);
-    block->eval();
+    auto block = block_for_inference(3, dtype);
     // Every fold kept: this block's weight is a quarter of its result, which the default
     // (CompileOptions::kept_weight_fraction, 0.1) leaves unfolded; checked at the end.
     auto every_copy = no_fallback("block");
@@ -148,15 +154,10 @@ TEST(InferenceRewritesCuda, AChannelsLastBlockRunsItsBatchNormInCudnnsEpilogueWi
   torch::NoGradGuard no_grad;
   for (auto dtype : {at::kHalf, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
-    torch::manual_seed(5);
-    Block block;
-    randomize_statistics(block->bn1);
-    randomize_statistics(block->bn2);
-    block->to(kDevice, dtype);
+    auto block = block_for_inference(5, dtype);
     for (auto& parameter : block->parameters()) {
       if (parameter.dim() == 4) parameter.set_data(parameter.contiguous(at::MemoryFormat::ChannelsLast));
     }
-    block->eval();
     auto fast = compile(block, no_fallback("scaled-block"));
     const auto runs_before = ir::scaled_convolution_runner_calls();
     auto check = [&](const std::string& when) {
@@ -200,10 +201,7 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
   torch::NoGradGuard no_grad;
   {
     // The PyTorch GPU plugin, which installs the cuDNN runner, loads with a compile on CUDA.
-    torch::manual_seed(7);
-    Block block;
-    block->to(kDevice, at::kHalf);
-    block->eval();
+    auto block = block_for_inference(7, at::kHalf);
     auto fast = compile(block, no_fallback("scaled-shapes-plugins"));
     fast(torch::randn({1, 16, 4, 4}, torch::TensorOptions().device(kDevice).dtype(at::kHalf)));
   }
