@@ -18,6 +18,7 @@
 
 #include "core/convolution_scale_relu.h"
 #include "core/log.h"
+#include "plugins/torch_gpu/full_dependency.h"
 
 namespace zenith::torch_gpu {
 namespace {
@@ -302,6 +303,11 @@ bool execute(const Plan& plan, const ScaledConvolution& call, const at::Tensor& 
              static_cast<std::int64_t>(pointers.size()));
     pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace_data);
     pack.finalize("the variant pack");
+    cudaStream_t stream = nullptr;
+    check(cudnnGetStream(handle, &stream), "cudnnGetStream");
+    // cuDNN's fused kernel starts early after the kernel before it and reads some operands
+    // before it waits for that kernel (full_dependency.h).
+    if (auto why = depend_fully_on_work_before(stream); !why.empty()) throw Unsupported{why};
     check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
   } catch (const Unsupported& failed) {
     log::warn("the cuDNN fused convolution epilogue did not run ({}); the written ops run", failed.reason);

@@ -10,9 +10,10 @@
 // process; a call under capture whose plan is not built yet declines. A new plan runs once on its
 // first call's tensors into an output filled with NaN and serves only if it agrees with the
 // written ops there (every output written, within 1% of the largest magnitude in float16, 4% in
-// bfloat16): on ResNet-50 b1 the bench saw results off by up to 0.2 from some process runs of an
-// unchecked plan (docs/performance.md). On an H200 (cuDNN 9.19) the fused graph built in 36 to
-// 378 ms a shape.
+// bfloat16). Every execution starts only after the work before it on the stream has finished
+// (full_dependency.h): cuDNN launches the fused kernel as a programmatic dependent, and it read
+// operands the kernel before it had not written yet. On an H200 (cuDNN 9.19) the fused graph
+// built in 36 to 378 ms a shape.
 #pragma once
 
 namespace zenith::torch_gpu {

@@ -56,6 +56,16 @@ constexpr int kCalls = 5;  // the capture, one run launch by launch, a graph cap
 // place, 1e-2 and 4e-2.
 double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : dtype == at::kHalf ? 1e-2 : 4e-2; }
 
+// zenith::convolution_scale_relu through the dispatcher as a plan calls it (dilation 1, one group,
+// with its ReLU).
+at::Tensor scaled_convolution(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, const at::Tensor& shift,
+                              const std::optional<at::Tensor>& z, std::int64_t stride, std::int64_t padding) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(ir::kConvolutionScaleReluOp, "").typed<
+      at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                 const std::optional<at::Tensor>&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t, bool)>();
+  return op.call(x, w, scale, shift, z, {stride, stride}, {padding, padding}, {1, 1}, 1, true);
+}
+
 // A residual block's tail: relu(bn2(conv(relu(bn1(x)))) + x).
 struct BlockImpl : torch::nn::Module {
   BlockImpl()
@@ -213,9 +223,6 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
       {256, 128, 1, 1, 56},  {128, 128, 3, 2, 56},  {128, 512, 1, 1, 28},  {512, 128, 1, 1, 28},  {128, 128, 3, 1, 28},
       {512, 256, 1, 1, 28},  {256, 256, 3, 2, 28},  {256, 1024, 1, 1, 14}, {1024, 256, 1, 1, 14}, {256, 256, 3, 1, 14},
       {1024, 512, 1, 1, 14}, {512, 512, 3, 2, 14},  {512, 2048, 1, 1, 7},  {2048, 512, 1, 1, 7},  {512, 512, 3, 1, 7}};
-  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(ir::kConvolutionScaleReluOp, "").typed<
-      at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                 const std::optional<at::Tensor>&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t, bool)>();
   torch::manual_seed(11);
   std::int64_t fused = 0, cases = 0;
   for (auto dtype : {at::kHalf, at::kBFloat16}) {
@@ -243,7 +250,7 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
                               .contiguous(at::MemoryFormat::ChannelsLast);
           }
           const auto runs = ir::scaled_convolution_runner_calls();
-          auto got = op.call(x, w, scale, shift, z, {shape.stride, shape.stride}, {padding, padding}, {1, 1}, 1, true);
+          auto got = scaled_convolution(x, w, scale, shift, z, shape.stride, padding);
           fused += ir::scaled_convolution_runner_calls() > runs;
           ++cases;
           auto column = [](const at::Tensor& v) { return v.view({1, -1, 1, 1}); };
@@ -261,19 +268,23 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
   std::cout << "cuDNN's fused graph computed " << fused << " of " << cases << " calls\n";
   EXPECT_GT(fused, 0) << "the runner took no call";
 
-  // Every batch-1 shape with a residual, float16, once more now that every plan is built (a plan
-  // whose execution depends on which plan was built last shows here), then recorded in one CUDA
-  // graph and replayed over outputs poisoned again: both against float32 arithmetic.
+  // Every batch-1 shape with a residual, float16, twice over different tensors, now that every plan
+  // is built (a plan whose execution depends on which plan was built last shows here), then
+  // recorded in one CUDA graph and replayed over outputs poisoned again (a plan that keeps the
+  // pointers of its last execution would hand the first of the two the second's): both against
+  // float32 arithmetic.
   const auto options = torch::TensorOptions().device(kDevice).dtype(at::kHalf);
   struct Call {
     at::Tensor x, w, scale, shift, z, want, direct, replayed;
     std::int64_t stride, padding;
   };
   auto run = [&](const Call& c) {
-    return op.call(c.x, c.w, c.scale, c.shift, c.z, {c.stride, c.stride}, {c.padding, c.padding}, {1, 1}, 1, true);
+    return scaled_convolution(c.x, c.w, c.scale, c.shift, c.z, c.stride, c.padding);
   };
   std::vector<Call> calls;
-  for (const auto& shape : shapes) {
+  auto called = shapes;
+  called.insert(called.end(), shapes.begin(), shapes.end());
+  for (const auto& shape : called) {
     Call c;
     c.stride = shape.stride;
     c.padding = shape.kernel / 2;
@@ -308,13 +319,78 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
   graph.replay();
   torch::cuda::synchronize();
   for (std::size_t k = 0; k < calls.size(); ++k) {
-    SCOPED_TRACE(fmt::format("every plan built: {}->{} {}x{} stride {} at {}", shapes[k].in, shapes[k].out,
-                             shapes[k].kernel, shapes[k].kernel, shapes[k].stride, shapes[k].side));
+    SCOPED_TRACE(fmt::format("every plan built, call {}: {}->{} {}x{} stride {} at {}", k, called[k].in,
+                             called[k].out, called[k].kernel, called[k].kernel, called[k].stride, called[k].side));
     for (const auto* got : {&calls[k].direct, &calls[k].replayed}) {
       const char* how = got == &calls[k].direct ? "called" : "replayed in one graph";
       EXPECT_FALSE(got->isnan().any().item<bool>()) << how << ": outputs left unwritten";
       EXPECT_LE(relative_error(got->to(at::kFloat), calls[k].want), tolerance(at::kHalf)) << how;
     }
+  }
+}
+
+// cuDNN launches its fused kernel as a programmatic dependent, which may start before the kernel
+// before it has finished and reads some operands before it waits (full_dependency.h): in a CUDA
+// graph no edge into it may be programmatic. Here the kernels right before it write its input and
+// its residual, and the graph is replayed over fresh values of both.
+TEST(InferenceRewritesCuda, TheCudnnFusedKernelStartsOnlyAfterTheKernelsBeforeItHaveFinished) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::NoGradGuard no_grad;
+  {
+    auto block = block_for_inference(7, at::kHalf);
+    auto fast = compile(block, no_fallback("full-dependency-plugins"));
+    fast(torch::randn({1, 16, 4, 4}, torch::TensorOptions().device(kDevice).dtype(at::kHalf)));
+  }
+  const auto options = torch::TensorOptions().device(kDevice).dtype(at::kHalf);
+  torch::manual_seed(13);
+  const std::int64_t in = 64, out = 256, side = 56;
+  auto a = torch::randn({1, in, side, side}, options).contiguous(at::MemoryFormat::ChannelsLast);
+  auto b = torch::randn({1, out, side, side}, options).contiguous(at::MemoryFormat::ChannelsLast);
+  auto w = (torch::randn({out, in, 1, 1}, options.dtype(at::kFloat)) / std::sqrt(static_cast<double>(in)))
+               .to(at::kHalf)
+               .contiguous(at::MemoryFormat::ChannelsLast);
+  auto scale = torch::rand({out}, options.dtype(at::kFloat)) + 0.5;
+  auto shift = torch::randn({out}, options.dtype(at::kFloat)) * 0.1;
+  auto run = [&] {
+    // Written by the kernels just before the fused one.
+    auto x = a * 2;
+    auto z = b + 1;
+    return scaled_convolution(x, w, scale, shift, z, 1, 0);
+  };
+  const auto calls = ir::scaled_convolution_runner_calls();
+  run();  // builds and checks the plan outside the capture
+  ASSERT_GT(ir::scaled_convolution_runner_calls(), calls) << "the runner took no call";
+  auto stream = c10::cuda::getStreamFromPool(false, kDevice.index());
+  torch::cuda::synchronize();
+  at::cuda::CUDAGraph graph(/*keep_graph=*/true);
+  at::Tensor replayed;
+  {
+    c10::cuda::CUDAStreamGuard on(stream);
+    graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    replayed = run();
+    graph.capture_end();
+  }
+  std::size_t count = 0;
+  ASSERT_EQ(cudaGraphGetEdges(graph.raw_cuda_graph(), nullptr, nullptr, nullptr, &count), cudaSuccess);
+  std::vector<cudaGraphNode_t> from(count), to(count);
+  std::vector<cudaGraphEdgeData> edges(count);
+  ASSERT_EQ(cudaGraphGetEdges(graph.raw_cuda_graph(), from.data(), to.data(), edges.data(), &count), cudaSuccess);
+  ASSERT_GE(count, 2u) << "the two kernels before the fused one and the fused one should be joined";
+  for (const auto& edge : edges) {
+    EXPECT_EQ(edge.type, cudaGraphDependencyTypeDefault)
+        << "a programmatic edge: a kernel may start before the one it reads has finished";
+  }
+  graph.instantiate();
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(fmt::format("replay {}", round));
+    a.copy_(torch::randn_like(a));
+    b.copy_(torch::randn_like(b));
+    replayed.fill_(std::numeric_limits<float>::quiet_NaN());
+    graph.replay();
+    auto want = torch::relu(torch::conv2d(a.to(at::kFloat) * 2, w.to(at::kFloat)) * scale.view({1, -1, 1, 1}) +
+                            shift.view({1, -1, 1, 1}) + (b.to(at::kFloat) + 1));
+    EXPECT_FALSE(replayed.isnan().any().item<bool>()) << "outputs left unwritten";
+    EXPECT_LE(relative_error(replayed.to(at::kFloat), want), tolerance(at::kHalf));
   }
 }
 
