@@ -108,13 +108,17 @@ struct CompileOptions {
   bool keep_derived_values = true;
   /// With keep_derived_values: a convolution's weight is kept folded with its batch norm, or
   /// channels-last, only where it has at most this many times the elements of the activation the
-  /// convolution writes; other convolutions read the weight as it is and run their batch norm
-  /// after them. The copies cost memory eager never needs and pay where the activation is large
-  /// (the fused epilogue saves a pass over it). At 0.1 the bench's ResNet-50 keeps 0.3 MB of copies
-  /// in float16 at batch 1 (40 MB with every copy) and 9.4 MB at batch 64. On an H200 its batch-1
-  /// call then peaks where eager's does (float16 channels-last: 6.5 MB above the weights against
-  /// eager's 7.5; float32: 13.0 against 13.0), and takes 0.448 ms in float16 where every copy kept
-  /// took 0.391 and none 0.528 (one run; docs/performance.md has float32 and batch 64).
+  /// convolution writes; other convolutions read the weight as it is. Their batch norm then runs
+  /// after them, or, in float16 and bfloat16 channels-last on CUDA where the weight has at most
+  /// 10.5 times the elements of the activation, as a per-channel scale and shift in cuDNN's
+  /// epilogue (zenith::convolution_scale_relu: no copy). The copies cost memory eager never needs
+  /// and pay where the activation is large (the fused epilogue saves a pass over it). At 0.1 the
+  /// bench's ResNet-50 keeps 0.3 MB of copies in float16 at batch 1 (40 MB with every copy) and
+  /// 9.4 MB at batch 64. On an H200 its batch-1 call then peaks where eager's does (float16
+  /// channels-last: 6.5 MB above the weights against eager's 7.5; float32: 13.0 against 13.0); in
+  /// float16 it took 0.418 to 0.478 ms in eight processes with the scale and shift in cuDNN's
+  /// epilogue (torch.compile reduce-overhead 0.508 in the same call), where every copy kept took
+  /// 0.391 in another (docs/performance.md has float32 and batch 64).
   /// Infinity keeps every copy (the fastest call, the most memory); 0 keeps none. Not negative.
   /// Overridden by ZENITH_KEPT_WEIGHT_FRACTION (a number, or inf).
   double kept_weight_fraction = 0.1;
