@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -98,10 +99,12 @@ json structure_to_json(const OutputStructure& structure) {
   throw Error(fmt::format("IR JSON at {}: {}", path.empty() ? "/" : path, message));
 }
 
-const json& field(const json& object, const std::string& key, const std::string& path) {
-  if (!object.is_object()) fail(path, "expected an object");
+// The key and path are views: the caller's temporaries (a literal key, `path + "/args"`) then bind
+// to no reference parameter of a function that returns one (g++ 13's -Wdangling-reference).
+const json& field(const json& object, std::string_view key, std::string_view path) {
+  if (!object.is_object()) fail(std::string(path), "expected an object");
   auto it = object.find(key);
-  if (it == object.end()) fail(path, "missing '" + key + "'");
+  if (it == object.end()) fail(std::string(path), fmt::format("missing '{}'", key));
   return *it;
 }
 
