@@ -305,8 +305,8 @@ bool execute(const Plan& plan, const ScaledConvolution& call, const at::Tensor& 
     pack.finalize("the variant pack");
     cudaStream_t stream = nullptr;
     check(cudnnGetStream(handle, &stream), "cudnnGetStream");
-    // cuDNN's fused kernel starts early after the kernel before it and reads some operands
-    // before it waits for that kernel (full_dependency.h).
+    // cuDNN's fused kernel, a programmatic dependent, computed from data the kernel before it had
+    // not written yet where that kernel lets its dependents start early (full_dependency.h).
     if (auto why = depend_fully_on_work_before(stream); !why.empty()) throw Unsupported{why};
     check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
   } catch (const Unsupported& failed) {

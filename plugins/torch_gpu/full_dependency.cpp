@@ -1,6 +1,7 @@
 #include "plugins/torch_gpu/full_dependency.h"
 
 #include <array>
+#include <exception>
 #include <mutex>
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -46,7 +47,13 @@ std::string memset_between(cudaStream_t stream) {
   void* target = nullptr;
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    if (scratch[device] == nullptr) scratch[device] = c10::cuda::CUDACachingAllocator::raw_alloc(4);
+    if (scratch[device] == nullptr) {
+      try {
+        scratch[device] = c10::cuda::CUDACachingAllocator::raw_alloc(4);
+      } catch (const std::exception& error) {
+        return fmt::format("4 bytes for a memset could not be allocated: {}", error.what());
+      }
+    }
     target = scratch[device];
   }
   if (auto s = cudaMemsetAsync(target, 0, 4, stream); s != cudaSuccess) return failed("cudaMemsetAsync", s);
