@@ -15,8 +15,13 @@
 // passes that only while it records a CUDA graph of its own plan, where every kernel before this
 // one is the plan's; outside such a graph (launch by launch, or inside an application's own
 // capture around a call) the kernel before it may be the application's, writing the weight, and
-// every launch is as usual. A kernel launched as usual after one of these (cuBLASLt's, ATen's)
-// still starts only when it has finished. ZENITH_PROGRAMMATIC_LAUNCH=0 turns them all off.
+// every launch is as usual. A kernel launched as usual after one of these still starts only when
+// it has finished. A library's kernel that the library launches as a programmatic dependent does
+// not: it may start while one of these runs, since these let their dependents start at once.
+// cuDNN launches its runtime-fusion convolutions so, and one computed from data not yet written
+// (plugins/torch_gpu/full_dependency.h puts a full dependency before each). Which other library
+// kernels are launched so (cuBLASLt's, ATen's) has not been measured. ZENITH_PROGRAMMATIC_LAUNCH=0
+// turns these launches off, not the early start they allow such a kernel.
 #pragma once
 
 #include <cuda_runtime_api.h>
