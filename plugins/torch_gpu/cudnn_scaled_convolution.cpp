@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <map>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/convolution_relu.h"
 #include "core/convolution_scale_relu.h"
 #include "core/log.h"
 #include "plugins/torch_gpu/full_dependency.h"
@@ -69,15 +70,9 @@ std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>&
   return {c * h * w, 1, w * c, c};
 }
 
-// N, K and the output's two spatial extents.
-std::vector<std::int64_t> result_sizes(const ScaledConvolution& call) {
-  std::vector<std::int64_t> sizes = {call.input.size(0), call.weight.size(0)};
-  for (std::size_t d = 0; d < 2; ++d) {
-    const auto extent = call.input.size(static_cast<std::int64_t>(d) + 2);
-    const auto kernel = call.weight.size(static_cast<std::int64_t>(d) + 2);
-    sizes.push_back((extent + 2 * call.padding[d] - call.dilation[d] * (kernel - 1) - 1) / call.stride[d] + 1);
-  }
-  return sizes;
+// The result as the op lays it out (channels-last here: declined() takes no other input).
+at::Tensor empty_result(const ScaledConvolution& call) {
+  return ir::convolution_result_like(call.input, call.weight, call.stride, call.padding, call.dilation);
 }
 
 // A finalized execution plan and every descriptor it was built from.
@@ -93,7 +88,7 @@ class PlanBuilder {
 
   std::shared_ptr<Plan> build() {
     const auto io = call_.input.scalar_type() == at::kHalf ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
-    const auto out_sizes = result_sizes(call_);
+    const auto out_sizes = empty_result(call_).sizes().vec();
     const auto per_channel = std::vector<std::int64_t>{1, out_sizes[1], 1, 1};
     const auto per_channel_strides = std::vector<std::int64_t>{out_sizes[1], 1, out_sizes[1], out_sizes[1]};
     auto& x = tensor(kInput, io, call_.input.sizes().vec(), false);
@@ -272,7 +267,21 @@ std::uint64_t pointer_alignment(const ScaledConvolution& call) {
   return bits & (~bits + 1);
 }
 
-std::string plan_key(const ScaledConvolution& call) {
+// What a plan is built for, as numbers: made at every call launch by launch, so no text.
+using PlanKey = std::vector<std::int64_t>;
+
+PlanKey plan_key(const ScaledConvolution& call) {
+  PlanKey key = {call.input.get_device(), static_cast<std::int64_t>(call.input.scalar_type()),
+                 call.residual && call.residual->defined(), static_cast<std::int64_t>(pointer_alignment(call))};
+  for (auto list : {call.input.sizes(), call.weight.sizes(), call.stride, call.padding, call.dilation}) {
+    key.push_back(static_cast<std::int64_t>(list.size()));
+    key.insert(key.end(), list.begin(), list.end());
+  }
+  return key;
+}
+
+// The key as log lines name it.
+std::string describe(const ScaledConvolution& call) {
   return fmt::format("{} {} x{} w{} s{} p{} d{} z{} a{}", call.input.device().str(),
                      c10::toString(call.input.scalar_type()), fmt::join(call.input.sizes(), ","),
                      fmt::join(call.weight.sizes(), ","), fmt::join(call.stride, ","), fmt::join(call.padding, ","),
@@ -316,10 +325,6 @@ bool execute(const Plan& plan, const ScaledConvolution& call, const at::Tensor& 
   return true;
 }
 
-at::Tensor empty_result(const ScaledConvolution& call) {
-  return at::empty(result_sizes(call), call.input.options().memory_format(at::MemoryFormat::ChannelsLast));
-}
-
 // A new plan runs once on the call's own tensors into an output filled with NaN and is kept only
 // when it agrees with the written ops there: every output written (no NaN where the written ops
 // give a finite value), and within 1% (float16) or 4% (bfloat16) of the largest magnitude (the
@@ -360,15 +365,16 @@ class PlanCache {
     try {
       plan = PlanBuilder(call, handle).build();
     } catch (const Unsupported& unsupported) {
-      log::info("cuDNN builds no fused convolution epilogue for {} ({}); the written ops run", key, unsupported.reason);
+      log::info("cuDNN builds no fused convolution epilogue for {} ({}); the written ops run", describe(call),
+                unsupported.reason);
     }
     if (plan != nullptr) {
       if (const auto why = disagreement(*plan, call, handle); !why.empty()) {
         log::warn("cuDNN's fused convolution epilogue for {} disagreed with the written ops ({}); the written ops run",
-                  key, why);
+                  describe(call), why);
         plan = nullptr;
       } else {
-        log::debug("cuDNN fused convolution epilogue built and checked for {}", key);
+        log::debug("cuDNN fused convolution epilogue built and checked for {}", describe(call));
       }
     }
     plans_.emplace(key, plan);
@@ -377,7 +383,7 @@ class PlanCache {
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
+  std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
 };
 
 PlanCache& plan_cache() {

@@ -66,6 +66,50 @@ at::Tensor scaled_convolution(const at::Tensor& x, const at::Tensor& w, const at
   return op.call(x, w, scale, shift, z, {stride, stride}, {padding, padding}, {1, 1}, 1, true);
 }
 
+// A convolution of ResNet-50's: channels in and out, kernel size, stride, input side.
+struct ConvShape {
+  std::int64_t in, out, kernel, stride, side;
+};
+
+// One call of the op on fresh draws (channels-last input, weight and residual; scale and shift
+// float32), with its result in float32 arithmetic.
+struct ScaledCall {
+  at::Tensor x, w, scale, shift;
+  std::optional<at::Tensor> z;
+  std::int64_t stride = 1, padding = 0;
+  at::Tensor want;
+
+  static ScaledCall draw(const ConvShape& shape, std::int64_t batch, c10::ScalarType dtype, bool residual) {
+    const auto options = torch::TensorOptions().device(kDevice).dtype(dtype);
+    ScaledCall c;
+    c.stride = shape.stride;
+    c.padding = shape.kernel / 2;
+    const auto side = (shape.side + 2 * c.padding - shape.kernel) / shape.stride + 1;
+    c.x = torch::randn({batch, shape.in, shape.side, shape.side}, options).contiguous(at::MemoryFormat::ChannelsLast);
+    c.w = (torch::randn({shape.out, shape.in, shape.kernel, shape.kernel}, options.dtype(at::kFloat)) /
+           std::sqrt(static_cast<double>(shape.in * shape.kernel * shape.kernel)))
+              .to(dtype)
+              .contiguous(at::MemoryFormat::ChannelsLast);
+    c.scale = torch::rand({shape.out}, options.dtype(at::kFloat)) + 0.5;
+    c.shift = torch::randn({shape.out}, options.dtype(at::kFloat)) * 0.1;
+    if (residual) c.z = torch::randn({batch, shape.out, side, side}, options).contiguous(at::MemoryFormat::ChannelsLast);
+    auto want = torch::conv2d(c.x.to(at::kFloat), c.w.to(at::kFloat), {}, c.stride, c.padding) *
+                    c.scale.view({1, -1, 1, 1}) +
+                c.shift.view({1, -1, 1, 1});
+    if (c.z) want = want + c.z->to(at::kFloat);
+    c.want = torch::relu(want);
+    return c;
+  }
+
+  at::Tensor run() const { return scaled_convolution(x, w, scale, shift, z, stride, padding); }
+
+  // Frees a NaN-filled block of the result's size, which the caching allocator hands the result.
+  void poison_next_result() const {
+    auto poison = torch::full(want.sizes(), std::numeric_limits<float>::quiet_NaN(), x.options())
+                      .contiguous(at::MemoryFormat::ChannelsLast);
+  }
+};
+
 // A residual block's tail: relu(bn2(conv(relu(bn1(x)))) + x).
 struct BlockImpl : torch::nn::Module {
   BlockImpl()
@@ -215,10 +259,7 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
     auto fast = compile(block, no_fallback("scaled-shapes-plugins"));
     fast(torch::randn({1, 16, 4, 4}, torch::TensorOptions().device(kDevice).dtype(at::kHalf)));
   }
-  struct Shape {
-    std::int64_t in, out, kernel, stride, side;
-  };
-  const std::vector<Shape> shapes = {
+  const std::vector<ConvShape> shapes = {
       {3, 64, 7, 2, 224},    {64, 64, 1, 1, 56},    {64, 64, 3, 1, 56},    {64, 256, 1, 1, 56},   {256, 64, 1, 1, 56},
       {256, 128, 1, 1, 56},  {128, 128, 3, 2, 56},  {128, 512, 1, 1, 28},  {512, 128, 1, 1, 28},  {128, 128, 3, 1, 28},
       {512, 256, 1, 1, 28},  {256, 256, 3, 2, 28},  {256, 1024, 1, 1, 14}, {1024, 256, 1, 1, 14}, {256, 256, 3, 1, 14},
@@ -226,41 +267,21 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
   torch::manual_seed(11);
   std::int64_t fused = 0, cases = 0;
   for (auto dtype : {at::kHalf, at::kBFloat16}) {
-    const auto options = torch::TensorOptions().device(kDevice).dtype(dtype);
     for (std::int64_t batch : {1, 2}) {
       for (const auto& shape : shapes) {
         for (bool residual : {false, true}) {
-          const auto padding = shape.kernel / 2;
-          const auto side = (shape.side + 2 * padding - shape.kernel) / shape.stride + 1;
-          const auto what = fmt::format("{} batch {} {}->{} {}x{} stride {} at {}{}", c10::toString(dtype), batch, shape.in,
-                                        shape.out, shape.kernel, shape.kernel, shape.stride, shape.side,
-                                        residual ? " with a residual" : "");
-          SCOPED_TRACE(what);
-          auto x = torch::randn({batch, shape.in, shape.side, shape.side}, options).contiguous(at::MemoryFormat::ChannelsLast);
-          auto w = (torch::randn({shape.out, shape.in, shape.kernel, shape.kernel}, options.dtype(at::kFloat)) /
-                    std::sqrt(static_cast<double>(shape.in * shape.kernel * shape.kernel)))
-                       .to(dtype)
-                       .contiguous(at::MemoryFormat::ChannelsLast);
-          auto scale = torch::rand({shape.out}, options.dtype(at::kFloat)) + 0.5;
-          auto shift = torch::randn({shape.out}, options.dtype(at::kFloat)) * 0.1;
-          std::optional<at::Tensor> z;
-          if (residual) z = torch::randn({batch, shape.out, side, side}, options).contiguous(at::MemoryFormat::ChannelsLast);
-          {
-            auto poison = torch::full({batch, shape.out, side, side}, std::numeric_limits<float>::quiet_NaN(), options)
-                              .contiguous(at::MemoryFormat::ChannelsLast);
-          }
+          SCOPED_TRACE(fmt::format("{} batch {} {}->{} {}x{} stride {} at {}{}", c10::toString(dtype), batch, shape.in,
+                                   shape.out, shape.kernel, shape.kernel, shape.stride, shape.side,
+                                   residual ? " with a residual" : ""));
+          const auto call = ScaledCall::draw(shape, batch, dtype, residual);
+          call.poison_next_result();
           const auto runs = ir::scaled_convolution_runner_calls();
-          auto got = scaled_convolution(x, w, scale, shift, z, shape.stride, padding);
+          auto got = call.run();
           fused += ir::scaled_convolution_runner_calls() > runs;
           ++cases;
-          auto column = [](const at::Tensor& v) { return v.view({1, -1, 1, 1}); };
-          auto want = torch::conv2d(x.to(at::kFloat), w.to(at::kFloat), {}, shape.stride, padding) * column(scale) +
-                      column(shift);
-          if (z) want = want + z->to(at::kFloat);
-          want = torch::relu(want);
-          ASSERT_EQ(got.sizes(), want.sizes());
+          ASSERT_EQ(got.sizes(), call.want.sizes());
           EXPECT_FALSE(got.isnan().any().item<bool>()) << "outputs left unwritten";
-          EXPECT_LE(relative_error(got.to(at::kFloat), want), tolerance(dtype));
+          EXPECT_LE(relative_error(got.to(at::kFloat), call.want), tolerance(dtype));
         }
       }
     }
@@ -273,37 +294,17 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
   // recorded in one CUDA graph and replayed over outputs poisoned again (a plan that keeps the
   // pointers of its last execution would hand the first of the two the second's): both against
   // float32 arithmetic.
-  const auto options = torch::TensorOptions().device(kDevice).dtype(at::kHalf);
   struct Call {
-    at::Tensor x, w, scale, shift, z, want, direct, replayed;
-    std::int64_t stride, padding;
-  };
-  auto run = [&](const Call& c) {
-    return scaled_convolution(c.x, c.w, c.scale, c.shift, c.z, c.stride, c.padding);
+    ScaledCall call;
+    at::Tensor direct, replayed;
   };
   std::vector<Call> calls;
   auto called = shapes;
   called.insert(called.end(), shapes.begin(), shapes.end());
   for (const auto& shape : called) {
-    Call c;
-    c.stride = shape.stride;
-    c.padding = shape.kernel / 2;
-    const auto side = (shape.side + 2 * c.padding - shape.kernel) / shape.stride + 1;
-    c.x = torch::randn({1, shape.in, shape.side, shape.side}, options).contiguous(at::MemoryFormat::ChannelsLast);
-    c.w = (torch::randn({shape.out, shape.in, shape.kernel, shape.kernel}, options.dtype(at::kFloat)) /
-           std::sqrt(static_cast<double>(shape.in * shape.kernel * shape.kernel)))
-              .to(at::kHalf)
-              .contiguous(at::MemoryFormat::ChannelsLast);
-    c.scale = torch::rand({shape.out}, options.dtype(at::kFloat)) + 0.5;
-    c.shift = torch::randn({shape.out}, options.dtype(at::kFloat)) * 0.1;
-    c.z = torch::randn({1, shape.out, side, side}, options).contiguous(at::MemoryFormat::ChannelsLast);
-    c.want = torch::relu(torch::conv2d(c.x.to(at::kFloat), c.w.to(at::kFloat), {}, c.stride, c.padding) *
-                             c.scale.view({1, -1, 1, 1}) +
-                         c.shift.view({1, -1, 1, 1}) + c.z.to(at::kFloat));
-    {
-      auto poison = torch::full_like(c.want, std::numeric_limits<float>::quiet_NaN(), options);
-    }
-    c.direct = run(c);
+    Call c{ScaledCall::draw(shape, 1, at::kHalf, /*residual=*/true), {}, {}};
+    c.call.poison_next_result();
+    c.direct = c.call.run();
     calls.push_back(std::move(c));
   }
   auto stream = c10::cuda::getStreamFromPool(false, kDevice.index());
@@ -312,7 +313,7 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
   {
     c10::cuda::CUDAStreamGuard on(stream);
     graph.capture_begin();
-    for (auto& c : calls) c.replayed = run(c);
+    for (auto& c : calls) c.replayed = c.call.run();
     graph.capture_end();
   }
   for (auto& c : calls) c.replayed.fill_(std::numeric_limits<float>::quiet_NaN());
@@ -324,7 +325,7 @@ TEST(InferenceRewritesCuda, TheCudnnScaledEpilogueWritesEveryOutputOfEveryResNet
     for (const auto* got : {&calls[k].direct, &calls[k].replayed}) {
       const char* how = got == &calls[k].direct ? "called" : "replayed in one graph";
       EXPECT_FALSE(got->isnan().any().item<bool>()) << how << ": outputs left unwritten";
-      EXPECT_LE(relative_error(got->to(at::kFloat), calls[k].want), tolerance(at::kHalf)) << how;
+      EXPECT_LE(relative_error(got->to(at::kFloat), calls[k].call.want), tolerance(at::kHalf)) << how;
     }
   }
 }
