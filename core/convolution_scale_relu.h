@@ -42,6 +42,15 @@ struct ScaledConvolution {
 /// The written form, on any device (the reference the fused runner is tested against).
 at::Tensor convolution_scale_relu_written(const ScaledConvolution& call);
 
+/// Why `result`, another implementation's result for `call` (4-D, the written form's sizes),
+/// cannot stand for the written form's, or empty when it can: every element written (no NaN
+/// where the written form gives a finite value) and within 1% (float16) or 4% (otherwise) of the
+/// written form's largest finite magnitude (the written form rounds the convolution to the dtype
+/// before the scale; a fused kernel need not). The fused runner checks each new plan so. The
+/// written epilogue runs a block of pixels at a time, which keeps its float32 intermediates and
+/// the comparison's small beside the call's own tensors. Waits for the device.
+std::string convolution_scale_relu_disagreement(const ScaledConvolution& call, const at::Tensor& result);
+
 /// A fused implementation for some calls: the result, or nullopt to have the written form run.
 using ScaledConvolutionRunner = std::function<std::optional<at::Tensor>(const ScaledConvolution&)>;
 

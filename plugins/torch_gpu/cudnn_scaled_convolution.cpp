@@ -326,25 +326,12 @@ bool execute(const Plan& plan, const ScaledConvolution& call, const at::Tensor& 
 }
 
 // A new plan runs once on the call's own tensors into an output filled with NaN and is kept only
-// when it agrees with the written ops there: every output written (no NaN where the written ops
-// give a finite value), and within 1% (float16) or 4% (bfloat16) of the largest magnitude (the
-// written ops round the convolution to the input's dtype before the scale, the graph does not).
-// A graph that disagrees is never used, whatever the engine's reason. Empty when it agrees.
+// when it agrees with the written ops there (ir::convolution_scale_relu_disagreement): a graph that
+// disagrees is never used, whatever the engine's reason. Empty when it agrees.
 std::string disagreement(const Plan& plan, const ScaledConvolution& call, cudnnHandle_t handle) {
   auto out = empty_result(call).fill_(std::numeric_limits<float>::quiet_NaN());
   if (!execute(plan, call, out, handle)) return "it did not run";
-  const auto want = ir::convolution_scale_relu_written(call).to(at::kFloat);
-  const auto got = out.to(at::kFloat);
-  const auto finite = want.isfinite();
-  if ((got.isnan() & finite).any().item<bool>()) return "it left outputs unwritten";
-  const double error = (got - want).abs().masked_fill(finite.logical_not(), 0).max().item<double>();
-  const double magnitude = want.abs().masked_fill(finite.logical_not(), 0).max().item<double>();
-  const double tolerance = call.input.scalar_type() == at::kHalf ? 1e-2 : 4e-2;
-  if (error > tolerance * magnitude) {
-    return fmt::format("its largest difference {:.3g} exceeds {} of the largest magnitude {:.3g}", error, tolerance,
-                       magnitude);
-  }
-  return "";
+  return ir::convolution_scale_relu_disagreement(call, out);
 }
 
 // Plans by shape and alignment, for the process. Never destroyed: the process's exit may already
@@ -374,7 +361,8 @@ class PlanCache {
                   describe(call), why);
         plan = nullptr;
       } else {
-        log::debug("cuDNN fused convolution epilogue built and checked for {}", describe(call));
+        log::debug("cuDNN fused convolution epilogue built and checked for {} (workspace {} bytes)", describe(call),
+                   plan->workspace_bytes);
       }
     }
     plans_.emplace(key, plan);

@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -287,6 +290,40 @@ TEST(ConvolutionEpilogue, TheScaledOpComputesConvolutionTimesScalePlusShiftPlusR
   const auto rounded = at::conv2d(x.to(at::kHalf), w.to(at::kHalf), std::nullopt, 1, 1).to(at::kFloat);
   const auto exact = at::relu(rounded * per_channel(scale) + per_channel(shift) + z.to(at::kHalf).to(at::kFloat));
   EXPECT_LE(testing::relative_error(half.to(at::kFloat), exact), 1e-3);
+}
+
+// The fused runner's check of a new plan (ir::convolution_scale_relu_disagreement) compares a block
+// of 4096 pixels (16 channels) at a time: three blocks here, a fault planted in the second and
+// the last.
+TEST(ConvolutionEpilogue, TheDisagreementCheckFindsAnUnwrittenOrWrongElementInAnyBlock) {
+  at::manual_seed(53);
+  constexpr std::int64_t kImages = 3, kChannelsIn = 8, kChannelsOut = 16, kSide = 64;
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  const auto x = at::randn({kImages, kChannelsIn, kSide, kSide}).to(at::kHalf).contiguous(cl);
+  const auto w = (at::randn({kChannelsOut, kChannelsIn, 3, 3}) * 0.2).to(at::kHalf).contiguous(cl);
+  const auto scale = at::rand({kChannelsOut}) + 0.5, shift = at::randn({kChannelsOut});
+  const std::optional<at::Tensor> z = at::randn({kImages, kChannelsOut, kSide, kSide}).to(at::kHalf).contiguous(cl);
+  const std::vector<std::int64_t> one = {1, 1};
+  const ir::ScaledConvolution call{x, w, scale, shift, z, one, one, one, 1, false};
+  const auto written = ir::convolution_scale_relu_written(call);
+  EXPECT_EQ(ir::convolution_scale_relu_disagreement(call, written), "");
+  // A fused kernel's way: the convolution's float32 sums scaled before any rounding. Within the
+  // check's 1% of the largest magnitude (the two differ by float16 units, about 2^-11 relative).
+  auto per_channel = [](const at::Tensor& v) { return v.view({1, -1, 1, 1}); };
+  const auto sums = at::conv2d(x.to(at::kFloat), w.to(at::kFloat), std::nullopt, 1, 1);
+  const auto fused = at::relu(sums * per_channel(scale) + per_channel(shift) + z->to(at::kFloat)).to(at::kHalf).contiguous(cl);
+  EXPECT_EQ(ir::convolution_scale_relu_disagreement(call, fused), "");
+  // Pixel (image 2, row 63, column 63) is the last of the third block; (1, 10, 7) is in the second.
+  auto unwritten = fused.clone(cl);
+  unwritten.index_put_({2, 15, 63, 63}, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(ir::convolution_scale_relu_disagreement(call, unwritten), "it left outputs unwritten");
+  auto wrong = fused.clone(cl);
+  const double largest = written.abs().max().item<double>();
+  wrong.index_put_({1, 5, 10, 7}, wrong.index({1, 5, 10, 7}) + 0.05 * largest);
+  EXPECT_NE(ir::convolution_scale_relu_disagreement(call, wrong).find("exceeds 0.01 of the largest magnitude"),
+            std::string::npos);
+  const auto narrow = fused.narrow(3, 0, kSide - 1);
+  EXPECT_NE(ir::convolution_scale_relu_disagreement(call, narrow).find("sizes"), std::string::npos);
 }
 
 TEST(ConvolutionEpilogue, LeavesTailsTheOpCannotTake) {
