@@ -6,7 +6,8 @@
 //                      [--memory-trace N]  memory after each of a mode's first N calls that
 //                                 raised a peak, on standard error (memory_trace.h); N below the
 //                                 warm-up's calls leaves the timed ones alone (5 for a fixed-shape
-//                                 case, 387 for a decoder: its first three generations)
+//                                 case, 387 for a decoder: its first three generations; the
+//                                 sweep's steps are all timed, one call each)
 //   zenith_bench_suite --smoke      tiny sizes on the CPU, eager against Zenith only, no Python
 //                                   files; exits 1 unless every case matched eager (the CI test)
 // The results file is rewritten after every case, so a run stopped early still leaves what it did.

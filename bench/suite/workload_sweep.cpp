@@ -10,6 +10,7 @@
 #include "fresh_cache_folder.h"
 #include "line_fit.h"
 #include "linear_relu.h"
+#include "memory_trace.h"
 #include "timing.h"
 #include "workloads.h"
 
@@ -59,6 +60,8 @@ Result sweep_mode(const Context& context, const CaseSpec& spec, const ModeMaker&
   const PeakMemory memory(context.device);
   Mode mode;
   r.setup_ms = wall_ms(context.device, [&] { mode = maker.make(); });
+  mode.call = traced_calls(std::move(mode.call), context.device, spec.name + " " + maker.name,
+                           context.memory_trace_calls, context.memory_history);
   std::vector<double> ms, host;
   Tensors checked;
   nlohmann::json info_at_warmup;
