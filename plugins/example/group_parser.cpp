@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -55,21 +57,23 @@ std::string quoted(const char* key) {
 
 // Field accessors that turn a schema violation into a message naming the place, instead of the
 // generic nlohmann type_error text.
-const json& field(const json& object, const char* key, const std::string& where) {
+// `where` is a view: callers pass temporaries, which must bind to no reference parameter of a
+// function returning a reference (g++ 13's -Wdangling-reference).
+const json& field(const json& object, const char* key, std::string_view where) {
   auto it = object.find(key);
-  if (it == object.end()) malformed(where + " has no " + quoted(key));
+  if (it == object.end()) malformed(std::string(where) + " has no " + quoted(key));
   return *it;
 }
 
-const json& array_field(const json& object, const char* key, const std::string& where) {
+const json& array_field(const json& object, const char* key, std::string_view where) {
   const json& value = field(object, key, where);
-  if (!value.is_array()) malformed(where + " " + quoted(key) + " is not an array");
+  if (!value.is_array()) malformed(std::string(where) + " " + quoted(key) + " is not an array");
   return value;
 }
 
-std::string string_field(const json& object, const char* key, const std::string& where) {
+std::string string_field(const json& object, const char* key, std::string_view where) {
   const json& value = field(object, key, where);
-  if (!value.is_string()) malformed(where + " " + quoted(key) + " is not a string");
+  if (!value.is_string()) malformed(std::string(where) + " " + quoted(key) + " is not a string");
   return value.get<std::string>();
 }
 
