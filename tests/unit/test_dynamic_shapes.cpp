@@ -138,9 +138,11 @@ TEST(DynamicShapes, ProbesLetTheirResultsGoBeforeTheNextProbe) {
   // At each probe's start only the call's own result (returned below) is alive.
   EXPECT_LE(model->most_alive_at_start, 1u);
   EXPECT_LE(relative_error(first, model->forward(x)), kTolerance);
-  for (auto length : {23, 57}) {
-    auto y = torch::randn({4, length, 32});
-    EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length;
+  for (auto length : {40, 23, 57}) {
+    for (int call = 0; call < kCallsPerSize; ++call) {
+      auto y = torch::randn({4, length, 32});
+      EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length << ", call " << call;
+    }
   }
 }
 
