@@ -9,34 +9,49 @@
 namespace zenith::capture {
 
 /// The sizes of the symbolic dimensions at which the forward is captured. points[0] is the call's
-/// own sizes (the base); then, per dimension, one and two steps from the base; per pair of
-/// dimensions, one step in both; last, a point further away where every dimension moves, which
-/// only checks the fit. Steps go down from a base of 5 or more and up from smaller ones, so that no
-/// probe size falls below 2 or beyond the next few sizes.
+/// own sizes (the base). The polynomial is fitted by finite differences around the anchor: the
+/// anchor itself, per dimension one and two steps from it, per pair of dimensions one step in
+/// both. One point away from all of those, where every dimension moves, only checks the fit.
+///
+/// Near design (every size below kFarSize): the anchor is the base, and the check point comes
+/// last, half the base (or five past a base below 8). Far design (some size kFarSize or more): the
+/// anchor is a quarter of each such size (five past each smaller one), points[1] is the anchor,
+/// and the base itself is the check. The probes then run the forward on inputs a quarter of the
+/// call's, so that probing holds far less memory than the call does (the sweep's probes at its
+/// full sizes had three results alive beside the call's own on the H200).
+///
+/// Steps go down from an anchor of 5 or more and up from smaller ones, so that no probe size falls
+/// below 2.
 struct ProbeDesign {
-  std::vector<std::int64_t> base;
-  std::vector<int> step;  ///< +1 or -1 per dimension
-  std::vector<std::vector<std::int64_t>> points;
+  /// Sizes from which the far design anchors a quarter of the way down.
+  static constexpr std::int64_t kFarSize = 32;
 
-  /// The design around `base` (every size at least 2).
+  std::vector<std::int64_t> base;
+  std::vector<std::int64_t> anchor;  ///< where the finite differences are taken
+  std::vector<int> step;             ///< +1 or -1 per dimension
+  std::vector<std::vector<std::int64_t>> points;
+  std::size_t anchor_index = 0;  ///< the anchor's place in `points`: 0 (near) or 1 (far)
+
+  /// The design for `base` (every size at least 2).
   static ProbeDesign around(const std::vector<std::int64_t>& base);
 };
 
 /// An integer polynomial of degree at most 2 in the symbolic sizes: the shape of every size and
 /// stride of a transformer (batch * sequence, heads * sequence^2) and of shifted or concatenated
-/// lengths (sequence - 1, past + sequence). Kept as twice its coefficients around the base so that
+/// lengths (sequence - 1, past + sequence). Kept as twice its coefficients around the design's anchor so that
 /// halves (n(n-1)/2) stay exact.
 class SizePolynomial {
  public:
   /// Fits the values seen at `design.points` (same order); nullopt when they do not follow such a
-  /// polynomial (checked at the last point): floor divisions, cubes, data-dependent sizes.
+  /// polynomial (checked at every point, the check point above all): floor divisions, cubes,
+  /// data-dependent sizes.
   static std::optional<SizePolynomial> fit(const ProbeDesign& design, const std::vector<std::int64_t>& values);
 
   /// The value at `sizes`; nullopt when the polynomial is not an integer there or overflows.
   std::optional<std::int64_t> at(const std::vector<std::int64_t>& sizes) const;
 
  private:
-  std::vector<std::int64_t> base_;
+  std::vector<std::int64_t> anchor_;
   std::int64_t twice_constant_ = 0;
   std::vector<std::int64_t> twice_linear_;
   std::vector<std::vector<std::int64_t>> twice_quadratic_;  // [i][j], j >= i

@@ -106,16 +106,18 @@ TEST(DynamicShapes, AutomaticModeMakesTheVaryingDimensionSymbolicAfterOneRecaptu
 }
 
 // A forward that keeps a weak reference to each of its results and, whenever it starts, counts the
-// earlier ones still alive somewhere.
+// earlier ones still alive somewhere; it also notes the length (dim 1) of each input it ran on.
 struct ResultWatcherImpl : torch::nn::Module {
   torch::nn::Linear linear{nullptr};
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> results;
+  std::vector<std::int64_t> lengths;
   std::size_t most_alive_at_start = 0;
   ResultWatcherImpl() { linear = register_module("linear", torch::nn::Linear(32, 48)); }
   torch::Tensor forward(torch::Tensor x) {
     std::size_t alive = 0;
     for (const auto& result : results) alive += result.expired() ? 0 : 1;
     most_alive_at_start = std::max(most_alive_at_start, alive);
+    lengths.push_back(x.size(1));
     auto y = torch::relu(linear(x));
     results.emplace_back(y.getIntrusivePtr());
     return y;
@@ -144,6 +146,36 @@ TEST(DynamicShapes, ProbesLetTheirResultsGoBeforeTheNextProbe) {
       EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length << ", call " << call;
     }
   }
+}
+
+// A long call is probed at about a quarter of its length (ProbeDesign's far design): the probes'
+// inputs, products and results are a quarter of the call's, so that probing never holds more than
+// the call itself would (the H200's sweep, lengths up to 1000, probed at full length: its peak was
+// twice eager's). The call's own capture is the fit's check point, so the plan still has to agree
+// with the forward at the call's length and at lengths far from the probes.
+TEST(DynamicShapes, ALongCallIsProbedAtAQuarterOfItsLength) {
+  torch::manual_seed(6);
+  torch::NoGradGuard no_grad;
+  ResultWatcher model;
+  auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}}));
+  constexpr std::int64_t kLength = 200;
+  auto x = torch::randn({4, kLength, 32});
+  const auto first = fast(x);
+  ASSERT_EQ(fast.stats().symbolic_plans, 1) << fast.report().static_reason;
+  ASSERT_EQ(model->lengths.front(), kLength) << "the call's own capture runs first";
+  ASSERT_EQ(model->lengths.size(), 4u) << "the capture, the anchor and two steps from it";
+  for (std::size_t k = 1; k < model->lengths.size(); ++k) {
+    EXPECT_LE(model->lengths[k], kLength / 4) << "probe " << k;
+    EXPECT_GE(model->lengths[k], kLength / 4 - 2) << "probe " << k;
+  }
+  EXPECT_LE(relative_error(first, model->forward(x)), kTolerance);
+  for (auto length : {kLength, std::int64_t{33}, std::int64_t{49}, std::int64_t{317}}) {
+    for (int call = 0; call < kCallsPerSize; ++call) {
+      auto y = torch::randn({4, length, 32});
+      EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length << ", call " << call;
+    }
+  }
+  EXPECT_EQ(fast.stats().recaptures, 0);
 }
 
 TEST(DynamicShapes, OffMeansExactlyOneRecapturePerNewSignature) {

@@ -50,6 +50,35 @@ TEST(ProbeDesign, PointsStayAtTwoOrMoreAndAreDistinct) {
   EXPECT_EQ(ProbeDesign::around({2, 3, 4}).points.size(), 11u);
 }
 
+// From a size of ProbeDesign::kFarSize on, the probes run at about a quarter of it (their memory a
+// quarter of the call's) and the call's own sizes are the check point; smaller sizes moved by five,
+// so that the check moves every dimension. Below, the probes stay next to the base.
+TEST(ProbeDesign, LargeSizesAreProbedAtAQuarterAndCheckedAtTheBase) {
+  for (std::int64_t base : {32, 100, 1000, 4096}) {
+    auto design = ProbeDesign::around({base});
+    ASSERT_EQ(design.anchor_index, 1u) << "base " << base;
+    EXPECT_EQ(design.points[0][0], base);
+    EXPECT_EQ(design.anchor[0], base / 4);
+    for (std::size_t k = 1; k < design.points.size(); ++k) {
+      EXPECT_LE(design.points[k][0], base / 4) << "base " << base << ", point " << k;
+      EXPECT_GE(design.points[k][0], 2) << "base " << base << ", point " << k;
+    }
+  }
+  auto mixed = ProbeDesign::around({4, 600});
+  ASSERT_EQ(mixed.anchor_index, 1u);
+  EXPECT_EQ(mixed.anchor, (Sizes{9, 150}));
+  for (std::size_t k = 1; k < mixed.points.size(); ++k) {
+    EXPECT_NE(mixed.points[k][0], 4) << "the check (the base) moves every dimension, point " << k;
+    EXPECT_LE(mixed.points[k][1], 150) << "point " << k;
+  }
+  for (const Sizes& base : {Sizes{31}, Sizes{2, 3, 4}, Sizes{8, 31}}) {
+    auto design = ProbeDesign::around(base);
+    EXPECT_EQ(design.anchor_index, 0u);
+    EXPECT_EQ(design.anchor, base);
+    EXPECT_EQ(design.points[0], base);
+  }
+}
+
 TEST(SizePolynomial, FitsWhatTransformersComputeFromOneLength) {
   auto design = ProbeDesign::around({128});
   std::vector<std::pair<const char*, std::function<std::int64_t(const Sizes&)>>> cases = {
@@ -68,7 +97,7 @@ TEST(SizePolynomial, FitsWhatTransformersComputeFromOneLength) {
 }
 
 TEST(SizePolynomial, FitsProductsOfTwoDimensions) {
-  for (const Sizes& base : {Sizes{32, 128}, Sizes{2, 3}, Sizes{4, 600}}) {
+  for (const Sizes& base : {Sizes{32, 128}, Sizes{2, 3}, Sizes{4, 600}, Sizes{40, 1000}, Sizes{9, 17}}) {
     auto design = ProbeDesign::around(base);
     auto batch_times_length = [](const Sizes& s) { return s[0] * s[1] * 1024; };
     auto p = fit_function(design, batch_times_length);
@@ -82,7 +111,7 @@ TEST(SizePolynomial, FitsProductsOfTwoDimensions) {
 }
 
 TEST(SizePolynomial, RefusesWhatNoQuadraticFollows) {
-  for (std::int64_t base : {3, 6, 100, 101, 1000}) {
+  for (std::int64_t base : {3, 6, 31, 32, 33, 100, 101, 1000}) {
     auto design = ProbeDesign::around({base});
     EXPECT_FALSE(fit_function(design, [](const Sizes& s) { return s[0] / 2; })) << "floor(L/2) at " << base;
     // Rounding up to a multiple wider than the probes' spread looks constant to them
@@ -92,8 +121,12 @@ TEST(SizePolynomial, RefusesWhatNoQuadraticFollows) {
     }
     EXPECT_FALSE(fit_function(design, [](const Sizes& s) { return s[0] * s[0] * s[0]; })) << "L^3 at " << base;
   }
-  // Batch times heads times length squared: degree 3 over two dimensions.
-  EXPECT_FALSE(fit_function(ProbeDesign::around({4, 100}), [](const Sizes& s) { return s[0] * s[1] * s[1]; }));
+  // Batch times heads times length squared: degree 3 over two dimensions, with the near design and
+  // with the far one (where the check, the base, must move the small dimension too).
+  for (const Sizes& base : {Sizes{4, 100}, Sizes{4, 20}, Sizes{64, 512}}) {
+    EXPECT_FALSE(fit_function(ProbeDesign::around(base), [](const Sizes& s) { return s[0] * s[1] * s[1]; }))
+        << base[0] << " x " << base[1];
+  }
 }
 
 TEST(SizePolynomial, OverflowIsNoValue) {
