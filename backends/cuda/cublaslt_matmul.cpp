@@ -59,7 +59,7 @@ void set(cublasLtMatmulPreference_t preference, cublasLtMatmulPreferenceAttribut
         "cublasLtMatmulPreferenceSetAttribute");
 }
 
-// The most the heuristic may use: what cuBLAS itself recommends for Hopper.
+// What the heuristic may use; 32 MiB is what cuBLAS itself recommends for Hopper.
 constexpr std::uint64_t kMaxWorkspaceBytes = 32ull << 20;
 
 cudaDataType_t cuda_type(c10::ScalarType dtype) {
@@ -185,20 +185,6 @@ struct CachedMatmul {
   std::mutex mutex;
 };
 
-std::uint64_t type_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
-
-// A launch's workspace is allocated for it and freed once it is queued, so it adds to the peak of
-// whatever plan or graph capture runs the product (eager's products use cuBLAS's persistent
-// workspace instead). Offered no more than the output's own bytes (kMinWorkspaceBytes at least), a
-// product's workspace stays within its result's size: with 32 MiB on offer, the heuristic gave one of
-// BERT-base b1 float32's products a 6 MB split-K workspace (no result there exceeds 1.6 MB), and
-// its graph capture peaked 3.2 MB above eager's whole call (docs/performance.md).
-std::uint64_t workspace_budget(const Problem& problem) {
-  const std::uint64_t out_bytes =
-      problem.out.rows * problem.out.cols * static_cast<std::uint64_t>(problem.batch) * type_bytes(problem.type);
-  return std::clamp<std::uint64_t>(out_bytes, CublasLtMatmul::kMinWorkspaceBytes, kMaxWorkspaceBytes);
-}
-
 std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem) {
   auto cached = std::make_unique<CachedMatmul>();
   cublasLtMatmulDesc_t desc = nullptr;
@@ -219,7 +205,7 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   cublasLtMatmulPreference_t raw_preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&raw_preference), "cublasLtMatmulPreferenceCreate");
   Preference preference(raw_preference);
-  set<std::uint64_t>(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_budget(problem));
+  set<std::uint64_t>(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspaceBytes);
   set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, problem.first.alignment);
   set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, problem.second.alignment);
   set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, problem.out.alignment);

@@ -21,9 +21,6 @@ namespace zenith::cuda {
 /// several threads at once.
 class CublasLtMatmul {
  public:
-  /// The workspace a launch may use whatever the size of its output.
-  static constexpr std::size_t kMinWorkspaceBytes = std::size_t{1} << 20;
-
   /// Creates the cuBLASLt handle; throws std::runtime_error with cuBLAS's status on failure.
   CublasLtMatmul();
   /// Destroys the handle and every cached descriptor.
@@ -34,9 +31,7 @@ class CublasLtMatmul {
   /// Enqueues `program` on `stream`: `inputs` in the group's input order, `outputs` its single
   /// output (host-allocated, row-major contiguous). Sizes come from the tensors. Workspace comes
   /// from `allocate_workspace` (stream-ordered, e.g. PyTorch's caching allocator; nullptr means out
-  /// of memory) and goes back through `free_workspace` right after enqueueing; one launch asks for
-  /// at most its output's bytes, or kMinWorkspaceBytes when the output is smaller (32 MiB at most),
-  /// since the workspace adds to the peak of whatever runs the product. The algorithm for
+  /// of memory) and goes back through `free_workspace` right after enqueueing. The algorithm for
   /// each distinct problem (sizes, leading dims, batch strides, alignments, device) is chosen once
   /// and cached. Never synchronizes. Empty outputs launch nothing; K == 0 writes the epilogue of
   /// the bias (or zeros). Throws std::runtime_error naming the failing call and its status, or the
