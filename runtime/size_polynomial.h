@@ -38,8 +38,8 @@ struct ProbeDesign {
 
 /// An integer polynomial of degree at most 2 in the symbolic sizes: the shape of every size and
 /// stride of a transformer (batch * sequence, heads * sequence^2) and of shifted or concatenated
-/// lengths (sequence - 1, past + sequence). Kept as twice its coefficients around the design's anchor so that
-/// halves (n(n-1)/2) stay exact.
+/// lengths (sequence - 1, past + sequence). Kept as twice its coefficients around the design's
+/// anchor so that halves (n(n-1)/2) stay exact.
 class SizePolynomial {
  public:
   /// Fits the values seen at `design.points` (same order); nullopt when they do not follow such a

@@ -149,9 +149,9 @@ TEST(DynamicShapes, ProbesLetTheirResultsGoBeforeTheNextProbe) {
 }
 
 // A long call is probed at about a quarter of its length (ProbeDesign's far design): the probes'
-// inputs, products and results are a quarter of the call's, so that probing never holds more than
-// the call itself would (the H200's sweep, lengths up to 1000, probed at full length: its peak was
-// twice eager's). The call's own capture is the fit's check point, so the plan still has to agree
+// inputs, products and results are a quarter of the call's, so that probing holds a fraction of
+// what the call itself does (the H200's sweep, lengths up to 1000, probed at full length: its peak
+// was twice eager's). The call's own capture is the fit's check point, so the plan still has to agree
 // with the forward at the call's length and at lengths far from the probes.
 TEST(DynamicShapes, ALongCallIsProbedAtAQuarterOfItsLength) {
   torch::manual_seed(6);
