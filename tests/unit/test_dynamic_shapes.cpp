@@ -198,16 +198,16 @@ TEST(DynamicShapes, OffMeansExactlyOneRecapturePerNewSignature) {
   EXPECT_EQ(stats.instantiations, 0);
 }
 
-TEST(DynamicShapes, BertSequenceLengthIsSymbolicPositionIdsIncluded) {
-  torch::manual_seed(3);
+// BERT small (64 positions) over `lengths`, the first call's length first: one symbol for the ids'
+// and the mask's length, no recapture, every call matching eager.
+void expect_bert_symbolic_over(const std::vector<std::int64_t>& lengths) {
   torch::NoGradGuard no_grad;
   auto config = models::BertConfig::small();
   models::Bert model(config);
   model->eval();
   // Sequence length of both arguments, ids and mask: one symbol.
   auto fast = compile(model, options_with(DynamicShapes::Auto, {{0, 1}, {1, 1}}));
-  // BertConfig::small() has 64 positions.
-  for (auto length : random_lengths(12, 4, 64)) {
+  for (auto length : lengths) {
     for (int call = 0; call < kCallsPerSize; ++call) {
       auto ids = torch::randint(config.vocab_size, {2, length}, torch::kLong);
       auto mask = torch::ones({2, length}, torch::kLong);
@@ -221,15 +221,31 @@ TEST(DynamicShapes, BertSequenceLengthIsSymbolicPositionIdsIncluded) {
   EXPECT_EQ(fast.report().symbolic, "argument 0 dim 1 = argument 1 dim 1");
 }
 
-TEST(DynamicShapes, LlamaCacheLengthIsSymbolicWhileDecoding) {
-  torch::manual_seed(4);
+TEST(DynamicShapes, BertSequenceLengthIsSymbolicPositionIdsIncluded) {
+  torch::manual_seed(3);
+  expect_bert_symbolic_over(random_lengths(12, 4, 64));
+}
+
+// A first call of 48 tokens is probed at a quarter of them (12, 11, 10): the position ids, the
+// mask's broadcast and every view fitted from there, checked at 48, must hold at lengths on both
+// sides of the probes.
+TEST(DynamicShapes, BertFirstCalledLongIsProbedAtAQuarterOfItsLength) {
+  torch::manual_seed(8);
+  auto lengths = random_lengths(12, 8, 64);
+  lengths.insert(lengths.begin(), {48, 64, 10});
+  expect_bert_symbolic_over(lengths);
+}
+
+// Llama small decoding 12 tokens after a prompt of `prompt` tokens: the cache length becomes
+// symbolic at the second step and serves the other ten without capture.
+void expect_llama_decoding_symbolic_after(std::int64_t prompt_length) {
   torch::NoGradGuard no_grad;
   auto config = models::LlamaConfig::small();
   models::Llama model(config);
   model->eval();
   auto fast = compile(model, options_with(DynamicShapes::Auto));
   auto [k, v] = models::empty_cache(config, 1);
-  auto prompt = torch::randint(config.vocab_size, {1, 6}, torch::kLong);
+  auto prompt = torch::randint(config.vocab_size, {1, prompt_length}, torch::kLong);
   auto [logits, k1, v1] = model->forward(prompt, k, v);
   k = k1, v = v1;
   auto ek = k, ev = v;
@@ -253,6 +269,18 @@ TEST(DynamicShapes, LlamaCacheLengthIsSymbolicWhileDecoding) {
   EXPECT_EQ(stats.misses, 2) << fast.report().static_reason;
   EXPECT_EQ(stats.symbolic_plans, 1);
   EXPECT_EQ(stats.instantiations, 10);
+}
+
+TEST(DynamicShapes, LlamaCacheLengthIsSymbolicWhileDecoding) {
+  torch::manual_seed(4);
+  expect_llama_decoding_symbolic_after(6);
+}
+
+// A cache of 41 at the second step: probed at caches of 10, 9 and 8 (the far design), the rotary
+// positions and the concatenated cache's sizes checked at 41.
+TEST(DynamicShapes, LlamaWithALongCacheIsProbedAtAQuarterWhileDecoding) {
+  torch::manual_seed(9);
+  expect_llama_decoding_symbolic_after(40);
 }
 
 TEST(DynamicShapes, SizesOfOneAndOtherDimensionsAreGuarded) {
