@@ -109,14 +109,16 @@ std::vector<ir::Node> fused_attention_nodes(ir::Graph& graph, const ir::Node& no
   int results = 0;
   switch (kernel) {
     case AttentionKernel::Efficient: {
-      ir::ArgValue bias = ir::NoneArg{};
+      int bias = -1;
       if (mask >= 0) {
         const std::vector<std::int64_t> scores = {qt.sizes[0], qt.sizes[1], qt.sizes[2], graph.value(k).type.sizes[2]};
         nodes.push_back(expanded_mask(mask, scores, provisional(placeholder(qt.device))));
-        bias = ir::ValueRef{nodes.back().outputs[0]};
+        bias = nodes.back().outputs[0];
       }
       fused.op = "aten::_scaled_dot_product_efficient_attention";
-      fused.args.push_back({"attn_bias", bias});
+      // Built in place, as the cuDNN case's: g++ 13 took an ArgValue assigned after its
+      // construction for a variant copied uninitialized (nine -Wmaybe-uninitialized warnings).
+      fused.args.push_back({"attn_bias", bias >= 0 ? ir::ArgValue{ir::ValueRef{bias}} : ir::ArgValue{ir::NoneArg{}}});
       fused.args.push_back({"compute_log_sumexp", true});
       fused.args.push_back(copy_arg(node, "dropout_p"));
       fused.args.push_back(copy_arg(node, "is_causal"));
