@@ -132,6 +132,14 @@ Problem make_problem(const Case& c, cudaDataType_t type) {
   return p;
 }
 
+void release(Problem& p) {
+  cublasLtMatrixLayoutDestroy(p.a);
+  cublasLtMatrixLayoutDestroy(p.b);
+  cublasLtMatrixLayoutDestroy(p.d);
+  cublasLtMatmulDescDestroy(p.desc);
+  for (void* ptr : {p.x, p.w, p.bias, p.out, p.reference}) CUDA_CHECK(cudaFree(ptr));
+}
+
 void launch(cublasLtHandle_t handle, const Problem& p, const cublasLtMatmulAlgo_t& algo, void* workspace,
             size_t workspace_bytes, void* out, cudaStream_t stream) {
   const float alpha = 1.f, beta = 0.f;
@@ -177,6 +185,8 @@ double difference(const Problem& p) {
   return largest > 0 ? diff / largest : diff;
 }
 
+// No alignment preferences, unlike the plugin's: every pointer here comes from cudaMalloc and
+// every leading dimension is a multiple of 256 bytes, the most the plugin would state.
 std::vector<cublasLtMatmulHeuristicResult_t> candidates(cublasLtHandle_t handle, const Problem& p, uint64_t max_workspace,
                                                         int count) {
   cublasLtMatmulPreference_t preference;
@@ -205,9 +215,11 @@ void study(cublasLtHandle_t handle, const Case& c, cudaDataType_t type, cudaStre
   auto all = candidates(handle, p, 32ull << 20, 32);
   if (all.empty()) {
     std::printf("(no algorithm)\n");
+    release(p);
     return;
   }
-  // The reference: the heuristic's first pick with 32 MiB on offer, what the plugin runs today.
+  // The reference: the heuristic's first pick with 32 MiB on offer, what the plugin runs today
+  // (its own row's difference is then the run-to-run one, 0 for a deterministic algorithm).
   {
     void* workspace = nullptr;
     if (all[0].workspaceSize > 0) CUDA_CHECK(cudaMalloc(&workspace, all[0].workspaceSize));
@@ -216,7 +228,7 @@ void study(cublasLtHandle_t handle, const Case& c, cudaDataType_t type, cudaStre
     if (workspace != nullptr) CUDA_CHECK(cudaFree(workspace));
   }
   for (size_t i = 0; i < all.size(); ++i) {
-    CUDA_CHECK(cudaMemset(p.out, 0xff, size_t(c.m) * c.n * p.element));  // NaN: an unwritten element shows
+    CUDA_CHECK(cudaMemsetAsync(p.out, 0xff, size_t(c.m) * c.n * p.element, stream));  // NaN: an unwritten element shows
     const double us = microseconds(handle, p, all[i].algo, all[i].workspaceSize, stream);
     row(("heuristic #" + std::to_string(i)).c_str(), all[i].algo, all[i].workspaceSize, us, difference(p), all[i].wavesCount);
   }
@@ -231,7 +243,7 @@ void study(cublasLtHandle_t handle, const Case& c, cudaDataType_t type, cudaStre
       std::printf("| #0 with split-K %u: refused by cublasLtMatmulAlgoCheck | | | | | | | | |\n", s);
       continue;
     }
-    CUDA_CHECK(cudaMemset(p.out, 0xff, size_t(c.m) * c.n * p.element));
+    CUDA_CHECK(cudaMemsetAsync(p.out, 0xff, size_t(c.m) * c.n * p.element, stream));
     const double us = microseconds(handle, p, algo, checked.workspaceSize, stream);
     row(("#0 with split-K " + std::to_string(s)).c_str(), algo, checked.workspaceSize, us, difference(p), checked.wavesCount);
   }
@@ -239,16 +251,12 @@ void study(cublasLtHandle_t handle, const Case& c, cudaDataType_t type, cudaStre
   for (uint64_t mib : {1ull, 2ull, 4ull, 8ull}) {
     auto under = candidates(handle, p, mib << 20, 1);
     if (under.empty()) continue;
-    CUDA_CHECK(cudaMemset(p.out, 0xff, size_t(c.m) * c.n * p.element));
+    CUDA_CHECK(cudaMemsetAsync(p.out, 0xff, size_t(c.m) * c.n * p.element, stream));
     const double us = microseconds(handle, p, under[0].algo, under[0].workspaceSize, stream);
     row(("first pick under " + std::to_string(mib) + " MiB").c_str(), under[0].algo, under[0].workspaceSize, us,
         difference(p), under[0].wavesCount);
   }
-  cublasLtMatrixLayoutDestroy(p.a);
-  cublasLtMatrixLayoutDestroy(p.b);
-  cublasLtMatrixLayoutDestroy(p.d);
-  cublasLtMatmulDescDestroy(p.desc);
-  for (void* ptr : {p.x, p.w, p.bias, p.out, p.reference}) CUDA_CHECK(cudaFree(ptr));
+  release(p);
 }
 
 }  // namespace

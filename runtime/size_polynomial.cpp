@@ -30,26 +30,37 @@ void add_stencil(ProbeDesign& design) {
 }  // namespace
 
 ProbeDesign ProbeDesign::around(const std::vector<std::int64_t>& base) {
+  // Far only when every size is large: a small size anchored elsewhere (five past it, say) while a
+  // large one moved down kept the products of the two within a narrow range, where a rounding of
+  // the product looked constant to every point (TheFarDesignAcceptsNoWrongPolynomialTheNearOneRefuses).
+  const bool far = std::all_of(base.begin(), base.end(), [](std::int64_t size) { return size >= kFarSize; });
+  return far ? ProbeDesign::far(base) : ProbeDesign::near(base);
+}
+
+ProbeDesign ProbeDesign::near(const std::vector<std::int64_t>& base) {
   ProbeDesign design;
   design.base = base;
-  const bool far = std::any_of(base.begin(), base.end(), [](std::int64_t size) { return size >= kFarSize; });
-  // Far: a quarter of each large size, five past each small one, so that the base, the check,
-  // moves every dimension away from the stencil (a cross term such as B L^2 shows only there).
-  for (auto size : base) design.anchor.push_back(!far ? size : size >= kFarSize ? size / 4 : size + 5);
+  design.anchor = base;
   for (auto size : design.anchor) design.step.push_back(size >= 5 ? -1 : 1);
   design.points.push_back(base);
-  if (far) {
-    design.anchor_index = 1;
-    design.points.push_back(design.anchor);
-  }
   add_stencil(design);
-  if (!far) {
-    // Far from the others, so that floor divisions and higher powers cannot agree with the fit by
-    // chance: half the base when that stays above the fitted points, else five past it.
-    std::vector<std::int64_t> check;
-    for (auto size : base) check.push_back(size >= 8 ? size / 2 + 1 : size + 5);
-    design.points.push_back(check);
-  }
+  // Far from the others, so that floor divisions and higher powers cannot agree with the fit by
+  // chance: half the base when that stays above the fitted points, else five past it.
+  std::vector<std::int64_t> check;
+  for (auto size : base) check.push_back(size >= 8 ? size / 2 + 1 : size + 5);
+  design.points.push_back(check);
+  return design;
+}
+
+ProbeDesign ProbeDesign::far(const std::vector<std::int64_t>& base) {
+  ProbeDesign design;
+  design.base = base;
+  for (auto size : base) design.anchor.push_back(size / 4);
+  for (auto size : design.anchor) design.step.push_back(size >= 5 ? -1 : 1);
+  design.points.push_back(base);
+  design.anchor_index = 1;
+  design.points.push_back(design.anchor);
+  add_stencil(design);
   return design;
 }
 

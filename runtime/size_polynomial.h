@@ -13,17 +13,18 @@ namespace zenith::capture {
 /// anchor itself, per dimension one and two steps from it, per pair of dimensions one step in
 /// both. One point away from all of those, where every dimension moves, only checks the fit.
 ///
-/// Near design (every size below kFarSize): the anchor is the base, and the check point comes
-/// last, half the base (or five past a base below 8). Far design (some size kFarSize or more): the
-/// anchor is a quarter of each such size (five past each smaller one), points[1] is the anchor,
-/// and the base itself is the check. The probes then run the forward on inputs a quarter of the
-/// call's, so that probing holds far less memory than the call does (the sweep's probes at its
-/// full sizes had three results alive beside the call's own on the H200).
+/// Far design (every size kFarSize or more): the anchor is a quarter of each size, points[1] is
+/// the anchor, and the base itself is the check. The probes then run the forward on inputs a
+/// quarter of the call's (a sixteenth for two sizes), so that probing holds far less memory than
+/// the call does (the sweep's probes at its full sizes had three results alive beside the call's
+/// own on the H200). Near design (any size below kFarSize): the anchor is the base, and the check
+/// point comes last, half the base plus one (five past a size below 8).
 ///
 /// Steps go down from an anchor of 5 or more and up from smaller ones, so that no probe size falls
 /// below 2.
 struct ProbeDesign {
-  /// Sizes from which the far design anchors a quarter of the way down.
+  /// The size from which, when every size is at least this, the far design anchors a quarter of
+  /// the way down.
   static constexpr std::int64_t kFarSize = 32;
 
   std::vector<std::int64_t> base;
@@ -32,8 +33,14 @@ struct ProbeDesign {
   std::vector<std::vector<std::int64_t>> points;
   std::size_t anchor_index = 0;  ///< the anchor's place in `points`: 0 (near) or 1 (far)
 
-  /// The design for `base` (every size at least 2).
+  /// The design for `base` (every size at least 2): far when every size is kFarSize or more, else
+  /// near.
   static ProbeDesign around(const std::vector<std::int64_t>& base);
+  /// The near design for `base` (every size at least 2).
+  static ProbeDesign near(const std::vector<std::int64_t>& base);
+  /// The far design for `base` (every size at least kFarSize, so that every probe size is 6 or
+  /// more).
+  static ProbeDesign far(const std::vector<std::int64_t>& base);
 };
 
 /// An integer polynomial of degree at most 2 in the symbolic sizes: the shape of every size and

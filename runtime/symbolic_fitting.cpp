@@ -69,7 +69,7 @@ std::string Engine::capture_probes(const std::vector<c10::IValue>& args, const S
     try {
       const auto probe_args = capture::probe_arguments(args, dims, symbol_of, design.points[k]);
       probes.push_back(capture::capture_forward(access_, probe_args, state));
-      // Only the trace is wanted: the probe's result, as large as the call's own, goes before the
+      // Only the trace is wanted: the probe's result (up to the call's own size) goes before the
       // next probe runs (three held together were the sweep's peak on the H200).
       probes.back().result = c10::IValue();
       if (inference && probes.back().unsupported.empty()) {

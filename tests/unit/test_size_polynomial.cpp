@@ -2,9 +2,11 @@
 // plan follows the symbolic sizes, and what it must refuse.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
-#include <set>
 #include <random>
+#include <set>
+#include <string>
 
 #include "runtime/size_polynomial.h"
 
@@ -50,33 +52,75 @@ TEST(ProbeDesign, PointsStayAtTwoOrMoreAndAreDistinct) {
   EXPECT_EQ(ProbeDesign::around({2, 3, 4}).points.size(), 11u);
 }
 
-// From a size of ProbeDesign::kFarSize on, the probes run at about a quarter of it (their memory a
-// quarter of the call's) and the call's own sizes are the check point; smaller sizes moved by five,
-// so that the check moves every dimension. Below, the probes stay next to the base.
+// When every size is ProbeDesign::kFarSize or more, the probes run at about a quarter of each
+// (their memory a quarter of the call's per size) and the call's own sizes are the check point.
+// With any size below, the probes stay next to the base.
 TEST(ProbeDesign, LargeSizesAreProbedAtAQuarterAndCheckedAtTheBase) {
-  for (std::int64_t base : {32, 100, 1000, 4096}) {
-    auto design = ProbeDesign::around({base});
-    ASSERT_EQ(design.anchor_index, 1u) << "base " << base;
-    EXPECT_EQ(design.points[0][0], base);
-    EXPECT_EQ(design.anchor[0], base / 4);
-    for (std::size_t k = 1; k < design.points.size(); ++k) {
-      EXPECT_LE(design.points[k][0], base / 4) << "base " << base << ", point " << k;
-      EXPECT_GE(design.points[k][0], 2) << "base " << base << ", point " << k;
+  for (const Sizes& base : {Sizes{32}, Sizes{100}, Sizes{1000}, Sizes{4096}, Sizes{32, 32}, Sizes{40, 1000}}) {
+    auto design = ProbeDesign::around(base);
+    ASSERT_EQ(design.anchor_index, 1u) << base[0];
+    EXPECT_EQ(design.points[0], base);
+    std::set<Sizes> seen(design.points.begin(), design.points.end());
+    EXPECT_EQ(seen.size(), design.points.size()) << "distinct points, base " << base[0];
+    for (std::size_t d = 0; d < base.size(); ++d) {
+      EXPECT_EQ(design.anchor[d], base[d] / 4);
+      for (std::size_t k = 1; k < design.points.size(); ++k) {
+        EXPECT_LE(design.points[k][d], base[d] / 4) << "base " << base[0] << ", point " << k;
+        EXPECT_GE(design.points[k][d], 6) << "base " << base[0] << ", point " << k;
+      }
     }
   }
-  auto mixed = ProbeDesign::around({4, 600});
-  ASSERT_EQ(mixed.anchor_index, 1u);
-  EXPECT_EQ(mixed.anchor, (Sizes{9, 150}));
-  for (std::size_t k = 1; k < mixed.points.size(); ++k) {
-    EXPECT_NE(mixed.points[k][0], 4) << "the check (the base) moves every dimension, point " << k;
-    EXPECT_LE(mixed.points[k][1], 150) << "point " << k;
-  }
-  for (const Sizes& base : {Sizes{31}, Sizes{2, 3, 4}, Sizes{8, 31}}) {
+  for (const Sizes& base : {Sizes{31}, Sizes{2, 3, 4}, Sizes{8, 31}, Sizes{4, 600}, Sizes{31, 1000}}) {
     auto design = ProbeDesign::around(base);
     EXPECT_EQ(design.anchor_index, 0u);
     EXPECT_EQ(design.anchor, base);
     EXPECT_EQ(design.points[0], base);
   }
+}
+
+// The far design's wider spread (a quarter of the size to the size) must not trade one kind of
+// wrong plan for another: wherever it accepts a polynomial that is wrong somewhere (roundings,
+// floors and clamps look polynomial to a few points), the near design at the same base accepts a
+// wrong one too. Over seeded bases of one and two large sizes and a family of such integers; a
+// polynomial is wrong when it differs at one of 80 random sizes from 2 to 1200.
+TEST(ProbeDesign, TheFarDesignAcceptsNoWrongPolynomialTheNearOneRefuses) {
+  using F = std::function<std::int64_t(const Sizes&)>;
+  std::vector<std::pair<std::string, F>> integers;
+  for (std::int64_t k : {2, 3, 7, 8, 16, 64, 128, 512}) {
+    const auto ks = std::to_string(k);
+    integers.emplace_back("ceil(B L / " + ks + ") * " + ks, [k](const Sizes& s) { return (s[0] * s.back() + k - 1) / k * k; });
+    integers.emplace_back("floor(B L / " + ks + ")", [k](const Sizes& s) { return s[0] * s.back() / k; });
+    integers.emplace_back("B floor(L / " + ks + ")", [k](const Sizes& s) { return s[0] * (s.back() / k); });
+    integers.emplace_back("min(B, " + ks + ")", [k](const Sizes& s) { return std::min(s[0], k); });
+    integers.emplace_back("max(L, " + ks + ")", [k](const Sizes& s) { return std::max(s.back(), k); });
+    integers.emplace_back("ceil((B + L) / " + ks + ")", [k](const Sizes& s) { return (s[0] + s.back() + k - 1) / k; });
+  }
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<std::int64_t> large(ProbeDesign::kFarSize, 1000), anywhere(2, 1200);
+  std::vector<Sizes> probes_of_truth;
+  for (int i = 0; i < 80; ++i) probes_of_truth.push_back({anywhere(rng), anywhere(rng)});
+  auto wrong_somewhere = [&](const std::optional<SizePolynomial>& p, const F& f, std::size_t dims) {
+    if (!p) return false;
+    for (const auto& sizes : probes_of_truth) {
+      const Sizes at(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(dims));
+      auto value = p->at(at);
+      if (value && *value != f(at)) return true;
+    }
+    return false;
+  };
+  int far_right_near_wrong = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const Sizes base = trial % 2 == 0 ? Sizes{large(rng)} : Sizes{large(rng), large(rng)};
+    const auto far = ProbeDesign::far(base), near = ProbeDesign::near(base);
+    for (const auto& [name, f] : integers) {
+      const bool far_wrong = wrong_somewhere(fit_function(far, f), f, base.size());
+      const bool near_wrong = wrong_somewhere(fit_function(near, f), f, base.size());
+      EXPECT_FALSE(far_wrong && !near_wrong) << name << " at base " << base[0] << (base.size() > 1 ? " x " + std::to_string(base[1]) : "");
+      far_right_near_wrong += near_wrong && !far_wrong;
+    }
+  }
+  // And the spread pays: some integers the near design gets wrong, the far one refuses.
+  EXPECT_GT(far_right_near_wrong, 0);
 }
 
 TEST(SizePolynomial, FitsWhatTransformersComputeFromOneLength) {
@@ -121,12 +165,16 @@ TEST(SizePolynomial, RefusesWhatNoQuadraticFollows) {
     }
     EXPECT_FALSE(fit_function(design, [](const Sizes& s) { return s[0] * s[0] * s[0]; })) << "L^3 at " << base;
   }
-  // Batch times heads times length squared: degree 3 over two dimensions, with the near design and
-  // with the far one (where the check, the base, must move the small dimension too).
+  // Batch times heads times length squared: degree 3 over two dimensions, with the near design
+  // (4 x 100, 4 x 20) and with the far one (64 x 512).
   for (const Sizes& base : {Sizes{4, 100}, Sizes{4, 20}, Sizes{64, 512}}) {
     EXPECT_FALSE(fit_function(ProbeDesign::around(base), [](const Sizes& s) { return s[0] * s[1] * s[1]; }))
         << base[0] << " x " << base[1];
   }
+  // A small batch beside a long length keeps the near design: anchored five past the batch while
+  // the length moved to a quarter, every point's product would round alike.
+  EXPECT_FALSE(fit_function(ProbeDesign::around({20, 100}), [](const Sizes& s) { return (s[0] + 15) / 16 * 16; }));
+  EXPECT_FALSE(fit_function(ProbeDesign::around({2, 60}), [](const Sizes& s) { return (s[0] * s[1] + 63) / 64 * 64; }));
 }
 
 TEST(SizePolynomial, OverflowIsNoValue) {
