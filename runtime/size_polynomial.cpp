@@ -32,7 +32,7 @@ void add_stencil(ProbeDesign& design) {
 ProbeDesign ProbeDesign::around(const std::vector<std::int64_t>& base) {
   // Far only when every size is large: a small size anchored elsewhere (five past it, say) while a
   // large one moved down kept the products of the two within a narrow range, where a rounding of
-  // the product looked constant to every point (TheFarDesignAcceptsNoWrongPolynomialTheNearOneRefuses).
+  // the product looked constant to every point (tests/unit/test_size_polynomial.cpp).
   const bool far = std::all_of(base.begin(), base.end(), [](std::int64_t size) { return size >= kFarSize; });
   return far ? ProbeDesign::far(base) : ProbeDesign::near(base);
 }

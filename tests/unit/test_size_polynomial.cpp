@@ -88,7 +88,8 @@ TEST(ProbeDesign, TheFarDesignAcceptsNoWrongPolynomialTheNearOneRefuses) {
   std::vector<std::pair<std::string, F>> integers;
   for (std::int64_t k : {2, 3, 7, 8, 16, 64, 128, 512}) {
     const auto ks = std::to_string(k);
-    integers.emplace_back("ceil(B L / " + ks + ") * " + ks, [k](const Sizes& s) { return (s[0] * s.back() + k - 1) / k * k; });
+    integers.emplace_back("ceil(B L / " + ks + ") * " + ks,
+                          [k](const Sizes& s) { return (s[0] * s.back() + k - 1) / k * k; });
     integers.emplace_back("floor(B L / " + ks + ")", [k](const Sizes& s) { return s[0] * s.back() / k; });
     integers.emplace_back("B floor(L / " + ks + ")", [k](const Sizes& s) { return s[0] * (s.back() / k); });
     integers.emplace_back("min(B, " + ks + ")", [k](const Sizes& s) { return std::min(s[0], k); });
@@ -115,7 +116,8 @@ TEST(ProbeDesign, TheFarDesignAcceptsNoWrongPolynomialTheNearOneRefuses) {
     for (const auto& [name, f] : integers) {
       const bool far_wrong = wrong_somewhere(fit_function(far, f), f, base.size());
       const bool near_wrong = wrong_somewhere(fit_function(near, f), f, base.size());
-      EXPECT_FALSE(far_wrong && !near_wrong) << name << " at base " << base[0] << (base.size() > 1 ? " x " + std::to_string(base[1]) : "");
+      EXPECT_FALSE(far_wrong && !near_wrong)
+          << name << " at base " << base[0] << (base.size() > 1 ? " x " + std::to_string(base[1]) : "");
       far_right_near_wrong += near_wrong && !far_wrong;
     }
   }
