@@ -1,6 +1,7 @@
 #include "runtime/size_polynomial.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace zenith::capture {
 
@@ -27,6 +28,16 @@ void add_stencil(ProbeDesign& design) {
   }
 }
 
+// A design's start: the base as points[0], the anchor, and steps down from an anchor of 5 or more.
+ProbeDesign started(const std::vector<std::int64_t>& base, std::vector<std::int64_t> anchor) {
+  ProbeDesign design;
+  design.base = base;
+  design.anchor = std::move(anchor);
+  for (auto size : design.anchor) design.step.push_back(size >= 5 ? -1 : 1);
+  design.points.push_back(base);
+  return design;
+}
+
 }  // namespace
 
 ProbeDesign ProbeDesign::around(const std::vector<std::int64_t>& base) {
@@ -38,11 +49,7 @@ ProbeDesign ProbeDesign::around(const std::vector<std::int64_t>& base) {
 }
 
 ProbeDesign ProbeDesign::near(const std::vector<std::int64_t>& base) {
-  ProbeDesign design;
-  design.base = base;
-  design.anchor = base;
-  for (auto size : design.anchor) design.step.push_back(size >= 5 ? -1 : 1);
-  design.points.push_back(base);
+  auto design = started(base, base);
   add_stencil(design);
   // Far from the others, so that floor divisions and higher powers cannot agree with the fit by
   // chance: half the base when that stays above the fitted points, else five past it.
@@ -53,12 +60,9 @@ ProbeDesign ProbeDesign::near(const std::vector<std::int64_t>& base) {
 }
 
 ProbeDesign ProbeDesign::far(const std::vector<std::int64_t>& base) {
-  ProbeDesign design;
-  design.base = base;
-  for (auto size : base) design.anchor.push_back(size / 4);
-  for (auto size : design.anchor) design.step.push_back(size >= 5 ? -1 : 1);
-  design.points.push_back(base);
-  design.anchor_index = 1;
+  std::vector<std::int64_t> anchor;
+  for (auto size : base) anchor.push_back(size / 4);
+  auto design = started(base, std::move(anchor));
   design.points.push_back(design.anchor);
   add_stencil(design);
   return design;
@@ -72,7 +76,7 @@ std::optional<SizePolynomial> SizePolynomial::fit(const ProbeDesign& design, con
   p.twice_quadratic_.assign(n, std::vector<std::int64_t>(n, 0));
   // Finite differences with steps of +-1 (so 1/step == step): values one and two steps along
   // dimension i give its slope and curvature, one step along i and j their product term.
-  const std::size_t origin = design.anchor_index;
+  const std::size_t origin = design.anchor_index();
   const std::int64_t c0 = values.at(origin);
   p.twice_constant_ = 2 * c0;
   auto one = [&](std::size_t i) { return values.at(origin + 1 + 2 * i); };

@@ -31,7 +31,9 @@ struct ProbeDesign {
   std::vector<std::int64_t> anchor;  ///< where the finite differences are taken
   std::vector<int> step;             ///< +1 or -1 per dimension
   std::vector<std::vector<std::int64_t>> points;
-  std::size_t anchor_index = 0;  ///< the anchor's place in `points`: 0 (near) or 1 (far)
+
+  /// The anchor's place in `points`: 0 when it is the base (near), else 1 (far).
+  std::size_t anchor_index() const { return anchor == base ? 0 : 1; }
 
   /// The design for `base` (every size at least 2): far when every size is kFarSize or more, else
   /// near.

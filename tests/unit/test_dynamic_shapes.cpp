@@ -125,6 +125,18 @@ struct ResultWatcherImpl : torch::nn::Module {
 };
 TORCH_MODULE(ResultWatcher);
 
+// `fast` (compiled from `model`) against the watcher's own forward at each of `lengths`, on
+// kCallsPerSize fresh inputs each.
+template <typename Fast>
+void expect_matches_watcher_at(Fast& fast, ResultWatcher& model, const std::vector<std::int64_t>& lengths) {
+  for (auto length : lengths) {
+    for (int call = 0; call < kCallsPerSize; ++call) {
+      auto y = torch::randn({4, length, 32});
+      EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length << ", call " << call;
+    }
+  }
+}
+
 // Probing runs the forward at other sizes for its trace alone: a probe's result is let go before
 // the next probe runs, so that probing holds one result of the forward beside the call's own (on
 // the H200 the sweep's probes held two, its peak 505 MB against eager's 240).
@@ -140,19 +152,14 @@ TEST(DynamicShapes, ProbesLetTheirResultsGoBeforeTheNextProbe) {
   // At each probe's start only the call's own result (returned below) is alive.
   EXPECT_LE(model->most_alive_at_start, 1u);
   EXPECT_LE(relative_error(first, model->forward(x)), kTolerance);
-  for (auto length : {40, 23, 57}) {
-    for (int call = 0; call < kCallsPerSize; ++call) {
-      auto y = torch::randn({4, length, 32});
-      EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length << ", call " << call;
-    }
-  }
+  expect_matches_watcher_at(fast, model, {40, 23, 57});
 }
 
 // A long call is probed at about a quarter of its length (ProbeDesign's far design): the probes'
 // inputs, products and results are a quarter of the call's, so that probing holds a fraction of
 // what the call itself does (the H200's sweep, lengths up to 1000, probed at full length: its peak
-// was twice eager's). The call's own capture is the fit's check point, so the plan still has to agree
-// with the forward at the call's length and at lengths far from the probes.
+// was twice eager's). The call's own capture is the fit's check point, so the plan still has to
+// agree with the forward at the call's length and at lengths far from the probes.
 TEST(DynamicShapes, ALongCallIsProbedAtAQuarterOfItsLength) {
   torch::manual_seed(6);
   torch::NoGradGuard no_grad;
@@ -169,12 +176,7 @@ TEST(DynamicShapes, ALongCallIsProbedAtAQuarterOfItsLength) {
     EXPECT_GE(model->lengths[k], kLength / 4 - 2) << "probe " << k;
   }
   EXPECT_LE(relative_error(first, model->forward(x)), kTolerance);
-  for (auto length : {kLength, std::int64_t{33}, std::int64_t{49}, std::int64_t{317}}) {
-    for (int call = 0; call < kCallsPerSize; ++call) {
-      auto y = torch::randn({4, length, 32});
-      EXPECT_LE(relative_error(fast(y), model->forward(y)), kTolerance) << "length " << length << ", call " << call;
-    }
-  }
+  expect_matches_watcher_at(fast, model, {kLength, 33, 49, 317});
   EXPECT_EQ(fast.stats().recaptures, 0);
 }
 

@@ -58,7 +58,7 @@ TEST(ProbeDesign, PointsStayAtTwoOrMoreAndAreDistinct) {
 TEST(ProbeDesign, LargeSizesAreProbedAtAQuarterAndCheckedAtTheBase) {
   for (const Sizes& base : {Sizes{32}, Sizes{100}, Sizes{1000}, Sizes{4096}, Sizes{32, 32}, Sizes{40, 1000}}) {
     auto design = ProbeDesign::around(base);
-    ASSERT_EQ(design.anchor_index, 1u) << base[0];
+    ASSERT_EQ(design.anchor_index(), 1u) << base[0];
     EXPECT_EQ(design.points[0], base);
     std::set<Sizes> seen(design.points.begin(), design.points.end());
     EXPECT_EQ(seen.size(), design.points.size()) << "distinct points, base " << base[0];
@@ -72,7 +72,7 @@ TEST(ProbeDesign, LargeSizesAreProbedAtAQuarterAndCheckedAtTheBase) {
   }
   for (const Sizes& base : {Sizes{31}, Sizes{2, 3, 4}, Sizes{8, 31}, Sizes{4, 600}, Sizes{31, 1000}}) {
     auto design = ProbeDesign::around(base);
-    EXPECT_EQ(design.anchor_index, 0u);
+    EXPECT_EQ(design.anchor_index(), 0u);
     EXPECT_EQ(design.anchor, base);
     EXPECT_EQ(design.points[0], base);
   }
