@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define CUDA_CHECK(x)                                                                           \
@@ -246,6 +247,30 @@ void study(cublasLtHandle_t handle, const Case& c, cudaDataType_t type, cudaStre
     CUDA_CHECK(cudaMemsetAsync(p.out, 0xff, size_t(c.m) * c.n * p.element, stream));
     const double us = microseconds(handle, p, algo, checked.workspaceSize, stream);
     row(("#0 with split-K " + std::to_string(s)).c_str(), algo, checked.workspaceSize, us, difference(p), checked.wavesCount);
+  }
+  // The first three picks with other split-K counts and reduction schemes: in place (partial sums
+  // added in the output, workspace only for counters), or through a workspace of the compute or
+  // the output type. Which of them keep the time with a small workspace.
+  const std::pair<uint32_t, const char*> schemes[] = {{CUBLASLT_REDUCTION_SCHEME_INPLACE, "in place"},
+                                                      {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, "compute type"},
+                                                      {CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, "output type"}};
+  for (size_t i = 0; i < std::min<size_t>(3, all.size()); ++i) {
+    for (uint32_t s : {2u, 3u, 4u, 6u, 8u, 12u, 16u}) {
+      for (const auto& [scheme, scheme_name] : schemes) {
+        cublasLtMatmulAlgo_t algo = all[i].algo;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof(s)) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) !=
+                CUBLAS_STATUS_SUCCESS) {
+          continue;
+        }
+        cublasLtMatmulHeuristicResult_t checked{};
+        if (cublasLtMatmulAlgoCheck(handle, p.desc, p.a, p.b, p.d, p.d, &algo, &checked) != CUBLAS_STATUS_SUCCESS) continue;
+        CUDA_CHECK(cudaMemsetAsync(p.out, 0xff, size_t(c.m) * c.n * p.element, stream));
+        const double us = microseconds(handle, p, algo, checked.workspaceSize, stream);
+        row(("#" + std::to_string(i) + " split-K " + std::to_string(s) + ", " + scheme_name).c_str(), algo,
+            checked.workspaceSize, us, difference(p), checked.wavesCount);
+      }
+    }
   }
   // The heuristic's first pick under smaller offers.
   for (uint64_t mib : {1ull, 2ull, 4ull, 8ull}) {
