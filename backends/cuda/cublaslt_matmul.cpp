@@ -59,7 +59,7 @@ void set(cublasLtMatmulPreference_t preference, cublasLtMatmulPreferenceAttribut
         "cublasLtMatmulPreferenceSetAttribute");
 }
 
-// What the heuristic may use; 32 MiB is what cuBLAS itself recommends for Hopper.
+// The most the heuristic is offered: what cuBLAS itself recommends for Hopper.
 constexpr std::uint64_t kMaxWorkspaceBytes = 32ull << 20;
 
 cudaDataType_t cuda_type(c10::ScalarType dtype) {
@@ -185,6 +185,79 @@ struct CachedMatmul {
   std::mutex mutex;
 };
 
+std::uint64_t type_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
+
+// A launch's workspace is allocated for it and freed once it is queued, so it adds to the peak of
+// whatever plan or graph capture runs the product (eager's products use cuBLAS's persistent
+// workspace instead). With 32 MiB on offer the heuristic gives BERT-base b1 float32's products 4 to
+// 6 MiB of split-K partial sums for outputs of 0.4 to 1.5 MiB, and its graph capture peaked 3.2 MB
+// above eager's whole call. Twice the output leaves large products (batch 32 and up) their pick;
+// the floor is what two splits of BERT-base b1's widest output need (docs/performance.md,
+// 2026-11-30: bench/cublaslt_algorithms.cpp).
+std::uint64_t workspace_budget(const Problem& problem) {
+  const std::uint64_t out_bytes =
+      problem.out.rows * problem.out.cols * static_cast<std::uint64_t>(problem.batch) * type_bytes(problem.type);
+  return std::clamp<std::uint64_t>(2 * out_bytes, CublasLtMatmul::kMinWorkspaceBytes, kMaxWorkspaceBytes);
+}
+
+std::optional<std::uint32_t> split_k(const cublasLtMatmulAlgo_t& algo) {
+  std::uint32_t splits = 0;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return std::nullopt;
+  }
+  return splits;
+}
+
+// The heuristic's pick with fewer split-K splits, the most whose partial sums fit `budget`, when
+// cuBLASLt accepts one for these descriptors. Measured on the H200 (BERT-base b1 float32) this keeps
+// the pick's tile and most of its speed: a heuristic query under a smaller offer instead returns a
+// kernel without split-K, up to twice as slow (the attention output's 27 against 14 us).
+std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t handle, const CachedMatmul& cached,
+                                                             const cublasLtMatmulHeuristicResult_t& pick,
+                                                             std::uint64_t budget) {
+  const auto splits = split_k(pick.algo);
+  if (!splits) return std::nullopt;
+  for (std::uint32_t s = *splits - 1; *splits > 2 && s >= 2; --s) {
+    cublasLtMatmulHeuristicResult_t checked{};
+    checked.algo = pick.algo;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&checked.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof(s)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoCheck(handle, cached.desc.get(), cached.first.get(), cached.second.get(), cached.out.get(),
+                                cached.out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS) {
+      continue;
+    }
+    if (checked.workspaceSize <= budget) return checked;
+  }
+  return std::nullopt;
+}
+
+// The heuristic's first algorithm with at most `max_workspace` on offer.
+std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t handle, const Problem& problem,
+                                                              const CachedMatmul& cached, std::uint64_t max_workspace) {
+  cublasLtMatmulPreference_t raw_preference = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&raw_preference), "cublasLtMatmulPreferenceCreate");
+  Preference preference(raw_preference);
+  set<std::uint64_t>(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, max_workspace);
+  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, problem.first.alignment);
+  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, problem.second.alignment);
+  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, problem.out.alignment);
+  // No preference names the bias's alignment; D's is lowered to it so that an algorithm assuming
+  // more of the epilogue's pointers is never picked (PyTorch passes the bias's there too).
+  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                     std::min(problem.out.alignment, problem.bias_alignment));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  check(cublasLtMatmulAlgoGetHeuristic(handle, cached.desc.get(), cached.first.get(), cached.second.get(),
+                                       cached.out.get(), cached.out.get(), raw_preference, 1, &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) return std::nullopt;
+  check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
+  return result;
+}
+
 std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem) {
   auto cached = std::make_unique<CachedMatmul>();
   cublasLtMatmulDesc_t desc = nullptr;
@@ -202,29 +275,22 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   cached->second = make_layout(problem, problem.second);
   cached->out = make_layout(problem, problem.out);
 
-  cublasLtMatmulPreference_t raw_preference = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&raw_preference), "cublasLtMatmulPreferenceCreate");
-  Preference preference(raw_preference);
-  set<std::uint64_t>(raw_preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspaceBytes);
-  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, problem.first.alignment);
-  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, problem.second.alignment);
-  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, problem.out.alignment);
-  // No preference names the bias's alignment; D's is lowered to it so that an algorithm assuming
-  // more of the epilogue's pointers is never picked (PyTorch passes the bias's there too).
-  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                     std::min(problem.out.alignment, problem.bias_alignment));
-
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(handle, desc, cached->first.get(), cached->second.get(), cached->out.get(),
-                                       cached->out.get(), raw_preference, 1, &result, &found),
-        "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) {
+  // The heuristic's first pick with cuBLAS's recommended offer; when its workspace is over the
+  // budget, the same kernel with fewer splits, else the heuristic's pick under the budget, else
+  // (no algorithm fits) the first pick: a larger peak, never a failed product.
+  const auto first = heuristic_pick(handle, problem, *cached, kMaxWorkspaceBytes);
+  if (!first) {
     throw std::runtime_error(fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for {}", problem.key()));
   }
-  check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
-  cached->algo = result.algo;
-  cached->workspace_bytes = result.workspaceSize;
+  const std::uint64_t budget = workspace_budget(problem);
+  auto chosen = first;
+  if (first->workspaceSize > budget) {
+    chosen = fewer_splits(handle, *cached, *first, budget);
+    if (!chosen) chosen = heuristic_pick(handle, problem, *cached, budget);
+    if (!chosen) chosen = first;
+  }
+  cached->algo = chosen->algo;
+  cached->workspace_bytes = chosen->workspaceSize;
   return cached;
 }
 

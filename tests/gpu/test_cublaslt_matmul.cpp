@@ -15,6 +15,7 @@
 //   each op; a few units in the last place of the storage type: 1e-2 (float16), 4e-2 (bfloat16).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -22,6 +23,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "backends/cuda/cublaslt_matmul.h"
@@ -196,8 +198,10 @@ class CublasLtMatmulGpu : public ::testing::Test {
     return std::get<MatmulProgram>(planned);
   }
 
-  // Runs `program` into a NaN-filled output of `sizes` on PyTorch's current stream.
-  at::Tensor run(const MatmulProgram& program, const Tensors& inputs, at::IntArrayRef sizes) const {
+  // Runs `program` into a NaN-filled output of `sizes` on PyTorch's current stream; the largest
+  // workspace the launch asked for goes into `largest_workspace` when given.
+  at::Tensor run(const MatmulProgram& program, const Tensors& inputs, at::IntArrayRef sizes,
+                 std::size_t* largest_workspace = nullptr) const {
     auto out = torch::full(sizes, std::numeric_limits<double>::quiet_NaN(), inputs.front().options());
     std::vector<DLTensor> views;
     views.reserve(inputs.size());
@@ -208,7 +212,10 @@ class CublasLtMatmulGpu : public ::testing::Test {
     auto stream = c10::cuda::getCurrentCUDAStream();
     matmul_->run(
         program, in, {&out_view}, stream.stream(),
-        [&](std::size_t bytes) { return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream.stream()); },
+        [&](std::size_t bytes) {
+          if (largest_workspace != nullptr) *largest_workspace = std::max(*largest_workspace, bytes);
+          return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream.stream());
+        },
         [](void* p) { c10::cuda::CUDACachingAllocator::raw_delete(p); });
     return out;
   }
@@ -267,6 +274,36 @@ TEST_F(CublasLtMatmulGpu, OneProgramEverySequenceLengthAndCachedAlgorithms) {
   // allocator start on 512-byte block boundaries, so only the sizes differ, not the alignments.
   check(form, program, at::kHalf, Size{1000, 768, 64});
   EXPECT_EQ(matmul_->cached_algorithms(), after_first + 1);
+}
+
+// A launch asks for no more workspace than twice its output's bytes, or kMinWorkspaceBytes when
+// that is more: the workspace is allocated per launch and adds to the peak of the plan or graph
+// capture that runs the product. The shapes are BERT-base b1's products (128 tokens), where the
+// heuristic with 32 MiB on offer takes 4 to 6 MiB in float32 (its pick with fewer splits fits), and
+// one of batch 32, whose output allows the pick its own; each result is checked against eager.
+TEST_F(CublasLtMatmulGpu, WorkspaceStaysWithinTwiceTheOutputOrTheLeastOffered) {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"addmm [N]", "linear with bias + gelu"}) {
+    const auto form = form_named(name);
+    for (auto dtype : {at::kFloat, at::kHalf}) {
+      auto program = plan(form, dtype);
+      for (const Size& size : {Size{128, 768, 768}, Size{128, 2304, 768}, Size{128, 3072, 768}, Size{128, 768, 3072},
+                               Size{4096, 768, 3072}}) {
+        for (int draw = 0; draw < 2; ++draw) {  // fresh operands: the second launch computes too
+          auto inputs = form.operands(size, at::TensorOptions().dtype(dtype).device(torch::kCUDA));
+          auto want = form.eager(inputs);
+          std::size_t largest = 0;
+          auto got = run(program, inputs, want.sizes(), &largest);
+          const std::string where =
+              fmt::format("{} {} M={} N={} K={}, draw {}", name, c10::toString(dtype), size.m, size.n, size.k, draw);
+          EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, size.k, form.epilogue))
+              << where;
+          const auto out_bytes = static_cast<std::size_t>(want.numel() * want.element_size());
+          EXPECT_LE(largest, std::max(2 * out_bytes, CublasLtMatmul::kMinWorkspaceBytes)) << where;
+        }
+      }
+    }
+  }
 }
 
 TEST_F(CublasLtMatmulGpu, EmptyOutputsAndEmptyInnerDimension) {
