@@ -1,10 +1,13 @@
 // cuBLASLt's candidate algorithms for BERT-base batch-1's products (128 tokens, float32, bias and
 // GELU epilogues as the JIT CUDA plugin asks for them): for each, its tile, split-K count,
 // reduction scheme, workspace and time a launch, then the heuristic's first pick with the split-K
-// count lowered, and its first pick under smaller workspace offers. The question it answers: how
-// much speed a smaller per-launch workspace costs (the plugin offers 32 MiB; BERT-base b1
-// float32's graph capture peaks 3.2 MB above eager with a 6-MB split-K workspace; a heuristic
-// pick under 1 to 4 MiB made the whole call 0.9 ms slower, docs/performance.md, 2026-11-29 21:52).
+// count lowered, the first three picks under other split-K counts and reduction schemes, and the
+// heuristic's first pick under smaller workspace offers. The question it answered: how much speed
+// a smaller per-launch workspace costs. With 32 MiB on offer BERT-base b1 float32's graph capture
+// peaked 3.2 MB above eager's call (a 6-MB split-K workspace), and a heuristic pick under 1 to 4
+// MiB made the whole call 0.9 ms slower; this probe found the first pick with fewer splits far
+// faster than that, which is what the plugin now runs (docs/performance.md, runs of 2026-11-29
+// 23:56 and 2026-11-30 00:07, has its table).
 //
 // Not part of the build (a probe, as bench/matrix_vector_variants.cu): on a GPU machine,
 //   g++ -O2 -std=c++17 -I/usr/local/cuda/include -o /tmp/cublaslt_algorithms bench/cublaslt_algorithms.cpp -L/usr/local/cuda/lib64 -lcublasLt -lcudart
