@@ -8,11 +8,13 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include <cublasLt.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backends/cuda/matmul_workspace_bound.h"
 #include "backends/cuda/matrix_geometry.h"
 
 namespace zenith::cuda {
@@ -58,9 +60,6 @@ void set(cublasLtMatmulPreference_t preference, cublasLtMatmulPreferenceAttribut
   check(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)),
         "cublasLtMatmulPreferenceSetAttribute");
 }
-
-// The most the heuristic is offered: what cuBLAS itself recommends for Hopper.
-constexpr std::uint64_t kMaxWorkspaceBytes = 32ull << 20;
 
 cudaDataType_t cuda_type(c10::ScalarType dtype) {
   switch (dtype) {
@@ -187,39 +186,62 @@ struct CachedMatmul {
 
 std::uint64_t type_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
 
-// A launch's workspace is allocated for it and freed once it is queued, so it adds to the peak of
-// whatever plan or graph capture runs the product (eager's products use cuBLAS's persistent
-// workspace instead). With 32 MiB on offer the heuristic gives BERT-base b1 float32's products 4 to
-// 6 MiB of split-K partial sums for outputs of 0.4 to 1.5 MiB, and its graph capture peaked 3.2 MB
-// above eager's whole call. Twice the output leaves large products (batch 32 and up) their pick;
-// the floor is what two splits of BERT-base b1's widest output need (docs/performance.md,
-// 2026-11-30: bench/cublaslt_algorithms.cpp).
-std::uint64_t workspace_budget(const Problem& problem) {
-  const std::uint64_t out_bytes =
-      problem.out.rows * problem.out.cols * static_cast<std::uint64_t>(problem.batch) * type_bytes(problem.type);
-  return std::clamp<std::uint64_t>(2 * out_bytes, CublasLtMatmul::kMinWorkspaceBytes, kMaxWorkspaceBytes);
+std::uint64_t matrix_bytes(const Problem& problem, const LtMatrix& m) {
+  return m.rows * m.cols * static_cast<std::uint64_t>(problem.batch) * type_bytes(problem.type);
 }
 
-std::optional<std::uint32_t> split_k(const cublasLtMatmulAlgo_t& algo) {
-  std::uint32_t splits = 0;
+std::uint64_t workspace_budget(const Problem& problem) {
+  return matmul_workspace_bound(matrix_bytes(problem, problem.out), matrix_bytes(problem, problem.first),
+                                matrix_bytes(problem, problem.second));
+}
+
+std::optional<std::int32_t> split_k(const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t splits = 0;
   std::size_t written = 0;
   if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
-      CUBLAS_STATUS_SUCCESS) {
+          CUBLAS_STATUS_SUCCESS ||
+      written != sizeof(splits)) {
     return std::nullopt;
   }
   return splits;
 }
 
+// The alignment D's preference states: the bias's, where that is less (see heuristic_pick).
+std::uint32_t d_alignment(const Problem& problem) { return std::min(problem.out.alignment, problem.bias_alignment); }
+
+// Whether `algo` needs no more alignment of A, B, C and D than the problem's pointers are known to
+// have. The heuristic's own picks are filtered by the same preferences; an algorithm reconfigured
+// by hand is not, and cublasLtMatmulAlgoCheck cannot see the pointers (a query that fails counts
+// as a refusal).
+bool within_alignment(const cublasLtMatmulAlgo_t& algo, const Problem& problem) {
+  const std::pair<cublasLtMatmulAlgoCapAttributes_t, std::uint32_t> needs[] = {
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, problem.first.alignment},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES, problem.second.alignment},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, problem.out.alignment},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES, d_alignment(problem)}};
+  for (const auto& [attribute, known] : needs) {
+    std::uint32_t needed = 0;
+    std::size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, &needed, sizeof(needed), &written) != CUBLAS_STATUS_SUCCESS ||
+        written != sizeof(needed) || needed > known) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The heuristic's pick with fewer split-K splits, the most whose partial sums fit `budget`, when
-// cuBLASLt accepts one for these descriptors. Measured on the H200 (BERT-base b1 float32) this keeps
-// the pick's tile and most of its speed: a heuristic query under a smaller offer instead returns a
-// kernel without split-K, up to twice as slow (the attention output's 27 against 14 us).
-std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t handle, const CachedMatmul& cached,
+// cuBLASLt accepts one for these descriptors and these pointers' alignment. Measured on the H200
+// (BERT-base b1 float32) this keeps the pick's tile and most of its speed: a heuristic query under
+// a smaller offer instead returns a kernel without split-K, up to 2.2 times as slow (the
+// feed-forward's second product, 56 against 25 us; docs/performance.md).
+std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t handle, const Problem& problem,
+                                                             const CachedMatmul& cached,
                                                              const cublasLtMatmulHeuristicResult_t& pick,
                                                              std::uint64_t budget) {
   const auto splits = split_k(pick.algo);
   if (!splits) return std::nullopt;
-  for (std::uint32_t s = *splits - 1; *splits > 2 && s >= 2; --s) {
+  for (std::int32_t s = *splits - 1; s >= 2; --s) {
     cublasLtMatmulHeuristicResult_t checked{};
     checked.algo = pick.algo;
     if (cublasLtMatmulAlgoConfigSetAttribute(&checked.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof(s)) !=
@@ -228,7 +250,7 @@ std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t han
                                 cached.out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS) {
       continue;
     }
-    if (checked.workspaceSize <= budget) return checked;
+    if (checked.workspaceSize <= budget && within_alignment(checked.algo, problem)) return checked;
   }
   return std::nullopt;
 }
@@ -245,8 +267,7 @@ std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t h
   set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, problem.out.alignment);
   // No preference names the bias's alignment; D's is lowered to it so that an algorithm assuming
   // more of the epilogue's pointers is never picked (PyTorch passes the bias's there too).
-  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                     std::min(problem.out.alignment, problem.bias_alignment));
+  set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_alignment(problem));
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -276,16 +297,16 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   cached->out = make_layout(problem, problem.out);
 
   // The heuristic's first pick with cuBLAS's recommended offer; when its workspace is over the
-  // budget, the same kernel with fewer splits, else the heuristic's pick under the budget, else
-  // (no algorithm fits) the first pick: a larger peak, never a failed product.
-  const auto first = heuristic_pick(handle, problem, *cached, kMaxWorkspaceBytes);
+  // budget (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick
+  // under the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
+  const auto first = heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
   if (!first) {
     throw std::runtime_error(fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for {}", problem.key()));
   }
   const std::uint64_t budget = workspace_budget(problem);
   auto chosen = first;
   if (first->workspaceSize > budget) {
-    chosen = fewer_splits(handle, *cached, *first, budget);
+    chosen = fewer_splits(handle, problem, *cached, *first, budget);
     if (!chosen) chosen = heuristic_pick(handle, problem, *cached, budget);
     if (!chosen) chosen = first;
   }

@@ -21,10 +21,6 @@ namespace zenith::cuda {
 /// several threads at once.
 class CublasLtMatmul {
  public:
-  /// The workspace a launch may use whatever the size of its output (it may use twice its
-  /// output's bytes when that is more, 32 MiB at most).
-  static constexpr std::size_t kMinWorkspaceBytes = std::size_t{3} << 20;
-
   /// Creates the cuBLASLt handle; throws std::runtime_error with cuBLAS's status on failure.
   CublasLtMatmul();
   /// Destroys the handle and every cached descriptor.
@@ -35,10 +31,11 @@ class CublasLtMatmul {
   /// Enqueues `program` on `stream`: `inputs` in the group's input order, `outputs` its single
   /// output (host-allocated, row-major contiguous). Sizes come from the tensors. Workspace comes
   /// from `allocate_workspace` (stream-ordered, e.g. PyTorch's caching allocator; nullptr means out
-  /// of memory) and goes back through `free_workspace` right after enqueueing; one launch asks for
-  /// at most twice its output's bytes, or kMinWorkspaceBytes when that is more (32 MiB at most),
-  /// since the workspace adds to the peak of whatever runs the product: cuBLASLt's heuristic pick
-  /// with fewer split-K splits when its own asks for more. The algorithm for
+  /// of memory) and goes back through `free_workspace` right after enqueueing. Since the workspace
+  /// adds to the peak of whatever runs the product, a launch is kept within matmul_workspace_bound
+  /// (matmul_workspace_bound.h) where cuBLASLt allows: when the heuristic's pick asks for more, the
+  /// same algorithm with fewer split-K splits, else the heuristic's pick with the bound on offer,
+  /// else (nothing fits) the first pick and its workspace. The algorithm for
   /// each distinct problem (sizes, leading dims, batch strides, alignments, device) is chosen once
   /// and cached. Never synchronizes. Empty outputs launch nothing; K == 0 writes the epilogue of
   /// the bias (or zeros). Throws std::runtime_error naming the failing call and its status, or the
