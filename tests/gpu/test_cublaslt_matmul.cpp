@@ -279,9 +279,10 @@ TEST_F(CublasLtMatmulGpu, OneProgramEverySequenceLengthAndCachedAlgorithms) {
 
 // A launch asks for no more workspace than matmul_workspace_bound allows: the workspace is
 // allocated per launch and adds to the peak of the plan or graph capture that runs the product.
-// "addmm x @ w.t() + gelu" is a linear layer's form, at BERT-base b1's four products (128 tokens),
-// where cuBLASLt's heuristic with 32 MiB on offer takes 4 to 6 MiB in float32 on the H200 (its pick
-// with fewer splits fits 3 MiB), and at batch 32; "mm x.t() @ w + relu" is a weight gradient's
+// "addmm x @ w.t() + gelu" is a linear layer's form, at BERT-base b1's four products (128 tokens;
+// with 32 MiB on offer, cuBLASLt's heuristic took 4 to 6 MiB for them in float32 on the H200 in
+// bench/cublaslt_algorithms.cpp, and the same kernels with fewer splits fit 3 MiB), and at batch
+// 32; "mm x.t() @ w + relu" is a weight gradient's
 // (dY^T X), at 768 x 768 over 4096 rows, whose long inner dimension allows the heuristic its
 // own pick. Each result is checked against eager. In float16 the H200's picks take no workspace:
 // there the test checks the results only.
