@@ -14,6 +14,7 @@ whole in the second phase, because how a mode meets new shapes is what it measur
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -132,7 +133,10 @@ class Sweep:
         median, p90, worst, reps = summarize(later)
         xs = [float(v) for v in lengths[warmup:]]
         slope, r2 = fit_line(xs, later)
+        ratio, slowest = slowest_against_similar_lengths(xs, later)
         row.update(first_call_ms=ms[0], median_ms=median, p90_ms=p90, reps=reps)
+        if later:
+            row["extra"].update(worst_over_similar_lengths=ratio, worst_over_similar_lengths_at=xs[slowest])
         row["extra"].update(worst_ms_after_warmup=worst, slope_ms_per_token=slope, r2=r2, warmup_steps=warmup,
                             per_step=[[length, t] for length, t in zip(lengths, ms)],
                             graphs_compiled_after_warmup=graphs_after_warmup)
@@ -153,6 +157,17 @@ def fit_line(x, y):
     if sxx == 0:
         return 0.0, 0.0
     return sxy / sxx, (1.0 if syy == 0 else sxy * sxy / (sxx * syy))
+
+
+def slowest_against_similar_lengths(lengths, ms):
+    """The step whose time is the largest multiple of the median time of the steps within 10% of
+    its length, itself included: (ratio, index) (bench/suite/similar_lengths.cpp)."""
+    slowest = (0.0, 0)
+    for i, (length, t) in enumerate(zip(lengths, ms)):
+        typical = statistics.median(u for other, u in zip(lengths, ms) if abs(other - length) * 10 <= length)
+        if typical > 0 and t / typical > slowest[0]:
+            slowest = (t / typical, i)
+    return slowest
 
 
 class Decode:

@@ -143,6 +143,15 @@ def greedy(x):
     return text
 
 
+def similar_lengths(r):
+    """The sweep's stall check: the worst step over the median of the steps within 10% of its
+    length, and that step's length (bench/suite/similar_lengths.h)."""
+    x = r["extra"]
+    if "worst_over_similar_lengths" not in x:
+        return "-"
+    return f"{fmt(x['worst_over_similar_lengths'], 2)}x at {int(x['worst_over_similar_lengths_at'])}"
+
+
 def peak(r):
     """Peak device memory above the mode's start, allocated / reserved (timing.h's PeakMemory)."""
     return fmt(r["peak_mb"], 0) + " / " + fmt(r.get("reserved_mb"), 0)
@@ -171,11 +180,12 @@ def sections(rows):
           fmt(r["extra"].get("gb_per_s"), 0), fmt(r["extra"].get("pct_of_copy"), 0), fmt(r["first_call_ms"], 1),
           fmt(r["max_rel_error"])] for r in ordered(rows, {"elementwise"})]))
     parts.append("### Dynamic shapes: Linear(1024,1024)+ReLU, batch 32, a new seq_len in 100..1000 every step\n\n" + table(
-        ["mode", "first call ms", "median ms", "p90 ms", "worst after warm-up ms", "slope ms/token", "R^2",
+        ["mode", "first call ms", "median ms", "p90 ms", "worst after warm-up ms",
+         "worst step / median of lengths within 10%", "slope ms/token", "R^2",
          "recaptures / NVRTC / graphs after warm-up", "peak MB allocated / reserved"],
         [[r["mode"], status_or(r, fmt(r["first_call_ms"], 1)), fmt(r["median_ms"]), fmt(r["p90_ms"]),
-          fmt(r["extra"].get("worst_ms_after_warmup")), fmt(r["extra"].get("slope_ms_per_token"), 5),
-          fmt(r["extra"].get("r2")),
+          fmt(r["extra"].get("worst_ms_after_warmup")), similar_lengths(r),
+          fmt(r["extra"].get("slope_ms_per_token"), 5), fmt(r["extra"].get("r2")),
           " / ".join(str(r["extra"][k]) if k in r["extra"] else "-" for k in
                      ("recaptures_after_warmup", "nvrtc_compiles_after_warmup", "graphs_compiled_after_warmup")),
           peak(r)] for r in ordered(rows, {"sweep"})]))

@@ -11,6 +11,7 @@
 #include "line_fit.h"
 #include "linear_relu.h"
 #include "memory_trace.h"
+#include "similar_lengths.h"
 #include "timing.h"
 #include "workloads.h"
 
@@ -49,6 +50,9 @@ void summarize_steps(const Sweep& sweep, const std::vector<double>& ms, const st
   r.extra["worst_ms_after_warmup"] = samples.max_ms;
   r.extra["slope_ms_per_token"] = fit.slope;
   r.extra["r2"] = fit.r2;
+  const auto slowest = slowest_against_similar_lengths(later_lengths, later_ms);
+  r.extra["worst_over_similar_lengths"] = slowest.ratio;
+  if (!later_ms.empty()) r.extra["worst_over_similar_lengths_at"] = later_lengths[slowest.index];
   r.extra["warmup_steps"] = sweep.warmup;
   r.extra["per_step"] = per_step;
   // Where a step's time went when it was slow: the host (a stall before the launches) or the device.
