@@ -12,6 +12,7 @@
 // Not part of the build (a probe, as bench/matrix_vector_variants.cu): on a GPU machine,
 //   g++ -O2 -std=c++17 -I/usr/local/cuda/include -o /tmp/cublaslt_algorithms bench/cublaslt_algorithms.cpp -L/usr/local/cuda/lib64 -lcublasLt -lcudart
 //   /tmp/cublaslt_algorithms [float16]
+//   /tmp/cublaslt_algorithms --length-sweep    (the torture test's product; see length_sweep)
 // Times: the median over 15 timings of 20 back-to-back launches (CUDA events), microseconds a
 // launch. Each algorithm's output is compared with the heuristic's first pick's (largest absolute
 // difference over the largest output), so that a configuration that computes something else shows.
@@ -152,7 +153,7 @@ void launch(cublasLtHandle_t handle, const Problem& p, const cublasLtMatmulAlgo_
 }
 
 double microseconds(cublasLtHandle_t handle, const Problem& p, const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int timings = 15, int launches = 20) {
   void* workspace = nullptr;
   if (workspace_bytes > 0) CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
   for (int i = 0; i < 5; ++i) launch(handle, p, algo, workspace, workspace_bytes, p.out, stream);
@@ -160,14 +161,14 @@ double microseconds(cublasLtHandle_t handle, const Problem& p, const cublasLtMat
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> times;
-  for (int rep = 0; rep < 15; ++rep) {
+  for (int rep = 0; rep < timings; ++rep) {
     CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int i = 0; i < 20; ++i) launch(handle, p, algo, workspace, workspace_bytes, p.out, stream);
+    for (int i = 0; i < launches; ++i) launch(handle, p, algo, workspace, workspace_bytes, p.out, stream);
     CUDA_CHECK(cudaEventRecord(stop, stream));
     CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(1000.0 * ms / 20);
+    times.push_back(1000.0 * ms / launches);
   }
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
@@ -287,10 +288,32 @@ void study(cublasLtHandle_t handle, const Case& c, cudaDataType_t type, cudaStre
   release(p);
 }
 
+// The dynamic-shape torture test's product (examples/dynamic_shapes: Linear(1024, 1024) + ReLU in
+// float32, 32 sequences of 100 to 1000 positions) at every sixth length: the heuristic's first eight
+// picks, each timed, as CSV. Its question: whether the staircase of time against length (the
+// product's waves) is the first pick's alone, or whether another pick, or a rule over the picks'
+// wavesCount, runs closer to a line at about the same speed.
+void length_sweep(cublasLtHandle_t handle, cudaStream_t stream) {
+  std::printf("length,rank,algo,tile,splitk,stages,waves,workspace,us\n");
+  for (int length = 100; length <= 1000; length += 6) {
+    const Case c{"sweep", 32 * length, 1024, 1024, CUBLASLT_EPILOGUE_RELU_BIAS};
+    Problem p = make_problem(c, CUDA_R_32F);
+    const auto all = candidates(handle, p, 32ull << 20, 8);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const double us = microseconds(handle, p, all[i].algo, all[i].workspaceSize, stream, 5, 4);
+      std::printf("%d,%zu,%u,%u,%u,%u,%.3f,%zu,%.1f\n", length, i, config(all[i].algo, CUBLASLT_ALGO_CONFIG_ID),
+                  config(all[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID), config(all[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                  config(all[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), all[i].wavesCount, all[i].workspaceSize, us);
+    }
+    release(p);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool half = argc > 1 && std::strcmp(argv[1], "float16") == 0;
+  const bool sweep = argc > 1 && std::strcmp(argv[1], "--length-sweep") == 0;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "no CUDA device: this probe times cuBLASLt on a GPU\n");
@@ -303,7 +326,11 @@ int main(int argc, char** argv) {
   cudaDeviceProp properties{};
   CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
   std::printf("%s, %d SMs, cuBLASLt %zu\n", properties.name, properties.multiProcessorCount, cublasLtGetVersion());
-  for (const auto& c : kCases) study(handle, c, half ? CUDA_R_16F : CUDA_R_32F, stream);
+  if (sweep) {
+    length_sweep(handle, stream);
+  } else {
+    for (const auto& c : kCases) study(handle, c, half ? CUDA_R_16F : CUDA_R_32F, stream);
+  }
   CUDA_CHECK(cudaStreamDestroy(stream));
   LT_CHECK(cublasLtDestroy(handle));
   return 0;
