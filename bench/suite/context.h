@@ -29,6 +29,9 @@ struct Context {
   int memory_trace_calls = 0;
   /// `--memory-history`: over those calls, which allocations make the peak (memory_history.h).
   bool memory_history = false;
+  /// `--profile N`: after a fixed-shape case's timed calls, N more of each mode under the profiler
+  /// (bench/kernel_profile.h), printed on standard output; 0: off. CUDA only.
+  int profile_calls = 0;
 
   bool wants(const std::string& mode) const { return modes.count(mode) > 0; }
   bool past_deadline() const { return std::chrono::steady_clock::now() > deadline; }

@@ -5,12 +5,28 @@
 
 #include "accuracy.h"
 #include "case_files.h"
+#include "kernel_profile.h"
 #include "memory_trace.h"
 #include "timing.h"
 
 namespace zenith::bench {
 
 namespace {
+
+constexpr std::size_t kProfiledKernels = 15;
+
+// Where a warm call's time goes (`--profile N`): wall time against device busy time tells a
+// host-bound mode from a device-bound one, and the longest kernels say which. Run after the timed
+// calls and the peak's record, so neither sees the profiler.
+void profile_mode(const Context& context, const FixedCase& c, const std::string& mode_name, const Mode& mode, Result& r) {
+  const auto profile = profile_kernels([&] { mode.call(c.inputs); }, context.profile_calls, kProfiledKernels);
+  std::printf("%s\n", profile.to_markdown(c.spec->name + ", " + mode_name).c_str());
+  std::fflush(stdout);
+  r.extra["profile"] = {{"calls", context.profile_calls},
+                        {"wall_ms", profile.wall_ms},
+                        {"device_busy_ms", profile.device_ms},
+                        {"kernels", profile.kernels}};
+}
 
 // Setup, first call, check, warm-up and timing of one mode; throws on any failure. An empty
 // `expected` means this mode is the reference (eager): its output becomes `expected`.
@@ -38,6 +54,7 @@ void measure_mode(const Context& context, const FixedCase& c, const ModeMaker& m
   r.p90_ms = samples.p90_ms;
   r.reps = samples.reps;
   memory.record(r);
+  if (context.profile_calls > 0) profile_mode(context, c, maker.name, mode, r);
   if (mode.info) r.extra["plan"] = mode.info();
 }
 

@@ -8,6 +8,9 @@
 //                                 warm-up's calls leaves the timed ones alone (5 for a fixed-shape
 //                                 case, 387 for a decoder: its first three generations; the
 //                                 sweep's steps are all timed, one call each)
+//                      [--profile N]  after a fixed-shape case's timed calls, N more of each
+//                                 mode under Kineto: wall and device busy time, kernel launches
+//                                 and the longest kernels, as Markdown on standard output (CUDA)
 //   zenith_bench_suite --smoke      tiny sizes on the CPU, eager against Zenith only, no Python
 //                                   files; exits 1 unless every case matched eager (the CI test)
 // The results file is rewritten after every case, so a run stopped early still leaves what it did.
@@ -44,6 +47,7 @@ struct Arguments {
   bool tiny = false;
   int memory_trace_calls = 0;
   bool memory_history = false;
+  int profile_calls = 0;
 };
 
 std::set<std::string> split(const std::string& list) {
@@ -74,6 +78,7 @@ Arguments parse(int argc, char** argv) {
     else if (flag == "--tiny") a.tiny = true;
     else if (flag == "--memory-trace") a.memory_trace_calls = std::stoi(value());
     else if (flag == "--memory-history") a.memory_history = true;
+    else if (flag == "--profile") a.profile_calls = std::stoi(value());
     else throw std::runtime_error("unknown argument " + flag + " (see the comment at the top of bench/suite/main.cpp)");
   }
   if (a.smoke) {
@@ -82,6 +87,9 @@ Arguments parse(int argc, char** argv) {
     a.dir.clear();
   } else if (a.memory_history && a.memory_trace_calls <= 0) {
     throw std::runtime_error("--memory-history records the calls --memory-trace N watches: give N as well");
+  } else if (a.profile_calls < 0) {
+    throw std::runtime_error("--profile N: expected a number of calls of 1 or more (0 is off), got " +
+                             std::to_string(a.profile_calls));
   } else if (a.dir.empty()) {
     throw std::runtime_error("--dir FOLDER (prepare.py's output) is required unless --smoke");
   }
@@ -110,6 +118,12 @@ int run(int argc, char** argv) {
   context.kernel_cache_dir = cache.path;
   context.memory_trace_calls = args.memory_trace_calls;
   context.memory_history = args.memory_history;
+  if (args.profile_calls > 0 && !context.device.is_cuda()) {
+    throw std::runtime_error("--profile times kernels on a CUDA device, and this run has none (" +
+                             std::string(args.smoke ? "--smoke runs on the CPU" : "no CUDA device found") +
+                             "): leave --profile out, or run on a GPU machine");
+  }
+  context.profile_calls = args.profile_calls;
   if (args.budget_s > 0) {
     context.deadline = std::chrono::steady_clock::now() +
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.budget_s));
