@@ -110,9 +110,9 @@ LinearFit fit_line(const std::vector<double>& x, const std::vector<double>& y) {
 
 struct Step {
   std::int64_t length = 0;
-  double eager_ms = 0, zenith_ms = 0;        // medians of three calls
+  double eager_ms = 0, zenith_ms = 0;              // medians of three calls
   double eager_first_ms = 0, zenith_first_ms = 0;  // the calls that met the new length
-  std::string event;                         // what Zenith's did: capture, instantiate, cached
+  std::string event;                               // what Zenith's did: capture, instantiate, cached
 };
 
 // The worst ratio of a step's first call (`first`) to the median latency (`warm`) of the steps
