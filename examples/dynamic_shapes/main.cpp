@@ -116,20 +116,19 @@ struct Step {
 };
 
 // The worst ratio of a step's first call (`first`) to the median latency (`warm`) of the steps
-// within 10% of its length, or (`same_length_only`) to its own length's median of three. The
-// first is the test's target. The matrix product's time is a staircase in the length (its waves),
-// and a step just past a stair's edge is slower than most of its neighbours within 10%, eager's as
-// much as Zenith's: the same measure of eager's first calls, and Zenith's first call against its
-// own length, say how much of a ratio is the staircase and how much a stall.
+// whose length is within `window` (a fraction of the step's length) of its own. The test's target
+// reads a window of 10%. The matrix product's time is a staircase in the length (its waves), and a
+// step just past a stair's edge is slower than most of its neighbours within 10%, eager's as much
+// as Zenith's: the same measure of eager's first calls, and Zenith's first call against its own
+// length alone (a window of 0), say how much of a ratio is the staircase and how much a stall.
 std::pair<double, std::size_t> worst_stall(const std::vector<Step>& steps, double Step::*first, double Step::*warm,
-                                           bool same_length_only = false) {
+                                           double window) {
   double worst = 0;
   std::size_t where = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::vector<double> similar;
     for (const auto& other : steps) {
-      const auto apart = std::abs(other.length - steps[i].length);
-      if (same_length_only ? apart == 0 : apart * 10 <= steps[i].length) similar.push_back(other.*warm);
+      if (std::abs(other.length - steps[i].length) <= window * steps[i].length) similar.push_back(other.*warm);
     }
     const double ratio = steps[i].*first / median(similar);
     if (ratio > worst) worst = ratio, where = i;
@@ -228,9 +227,9 @@ int run(const Settings& settings) {
   }
   const auto zenith_line = fit_line(lengths, zenith_ms);
   const auto eager_line = fit_line(lengths, eager_ms);
-  const auto [stall, stall_at] = worst_stall(steps, &Step::zenith_first_ms, &Step::zenith_ms);
-  const auto [eager_stall, eager_stall_at] = worst_stall(steps, &Step::eager_first_ms, &Step::eager_ms);
-  const auto [own_stall, own_stall_at] = worst_stall(steps, &Step::zenith_first_ms, &Step::zenith_ms, true);
+  const auto [stall, stall_at] = worst_stall(steps, &Step::zenith_first_ms, &Step::zenith_ms, 0.1);
+  const auto [eager_stall, eager_stall_at] = worst_stall(steps, &Step::eager_first_ms, &Step::eager_ms, 0.1);
+  const auto [own_stall, own_stall_at] = worst_stall(steps, &Step::zenith_first_ms, &Step::zenith_ms, 0.0);
   const auto compiles_after = swept.kernels_compiled - warmed.kernels_compiled;
   const auto recaptures_after = swept.recaptures - warmed.recaptures;
   const double new_signature_ms =
