@@ -9,11 +9,13 @@
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include <cublasLt.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backends/cuda/matmul_tile_choice.h"
 #include "backends/cuda/matmul_workspace_bound.h"
 #include "backends/cuda/matrix_geometry.h"
 
@@ -161,6 +163,15 @@ struct Problem {
                        static_cast<int>(epilogue), text(first), text(second), text(out), batch, bias != nullptr,
                        bias_alignment, device);
   }
+
+  // The product with its output's column count (the row-major output's rows: tokens, a sequence
+  // length) left out, and cuBLASLt's A (a linear layer's weight) named by its address: the same
+  // key at another column count is the same layer at another length.
+  std::string key_but_columns() const {
+    return fmt::format("t{} e{} | {} {} {}x{} ld{} s{} | out rows {} | batch {} | device {}", static_cast<int>(type),
+                       static_cast<int>(epilogue), first.data, first.op == CUBLAS_OP_T ? "T" : "N", first.rows,
+                       first.cols, first.ld, first.batch_stride, out.rows, batch, device);
+  }
 };
 
 Layout make_layout(const Problem& problem, const LtMatrix& m) {
@@ -255,9 +266,10 @@ std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t han
   return std::nullopt;
 }
 
-// The heuristic's first algorithm with at most `max_workspace` on offer.
-std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t handle, const Problem& problem,
-                                                              const CachedMatmul& cached, std::uint64_t max_workspace) {
+// The heuristic's first `count` algorithms, best first, with at most `max_workspace` on offer.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic_picks(cublasLtHandle_t handle, const Problem& problem,
+                                                             const CachedMatmul& cached, std::uint64_t max_workspace,
+                                                             int count) {
   cublasLtMatmulPreference_t raw_preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&raw_preference), "cublasLtMatmulPreferenceCreate");
   Preference preference(raw_preference);
@@ -269,17 +281,53 @@ std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t h
   // more of the epilogue's pointers is never picked (PyTorch passes the bias's there too).
   set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_alignment(problem));
 
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(count));
   int found = 0;
   check(cublasLtMatmulAlgoGetHeuristic(handle, cached.desc.get(), cached.first.get(), cached.second.get(),
-                                       cached.out.get(), cached.out.get(), raw_preference, 1, &result, &found),
+                                       cached.out.get(), cached.out.get(), raw_preference, count, results.data(), &found),
         "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) return std::nullopt;
-  check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
-  return result;
+  results.resize(static_cast<std::size_t>(found));
+  for (const auto& result : results) check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
+  return results;
 }
 
-std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem) {
+// The heuristic's first algorithm with at most `max_workspace` on offer.
+std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t handle, const Problem& problem,
+                                                              const CachedMatmul& cached, std::uint64_t max_workspace) {
+  const auto picks = heuristic_picks(handle, problem, cached, max_workspace, 1);
+  if (picks.empty()) return std::nullopt;
+  return picks.front();
+}
+
+std::uint32_t config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  std::uint32_t value = 0;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS ||
+      written != sizeof(value)) {
+    return 0;  // reads as an unknown tile, so the choice keeps the heuristic's first pick
+  }
+  return value;
+}
+
+// Candidates the heuristic lists for one size, for a product whose columns vary: enough to reach
+// the narrower tiles of its first pick's algorithm (second to eighth in the H200's sweep).
+constexpr int kVaryingColumnsCandidates = 8;
+
+// For a product whose output's columns vary between launches, the heuristic's pick narrower along
+// them where it lists one (matmul_tile_choice.h), else its first.
+std::optional<cublasLtMatmulHeuristicResult_t> varying_columns_pick(cublasLtHandle_t handle, const Problem& problem,
+                                                                    const CachedMatmul& cached) {
+  const auto picks = heuristic_picks(handle, problem, cached, kMaxMatmulWorkspaceBytes, kVaryingColumnsCandidates);
+  if (picks.empty()) return std::nullopt;
+  std::vector<AlgorithmSummary> summaries;
+  for (const auto& pick : picks) {
+    summaries.push_back({config_value(pick.algo, CUBLASLT_ALGO_CONFIG_ID), config_value(pick.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                         split_k(pick.algo).value_or(-1)});
+  }
+  return picks[narrower_along_varying_columns(summaries)];
+}
+
+std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem, bool columns_vary) {
   auto cached = std::make_unique<CachedMatmul>();
   cublasLtMatmulDesc_t desc = nullptr;
   // Full float32 accumulation for every dtype: PyTorch's default float32 matmul is not TF32.
@@ -296,10 +344,12 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   cached->second = make_layout(problem, problem.second);
   cached->out = make_layout(problem, problem.out);
 
-  // The heuristic's first pick with cuBLAS's recommended offer; when its workspace is over the
-  // budget (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick
-  // under the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
-  const auto first = heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
+  // The heuristic's first pick with cuBLAS's recommended offer (where the output's columns vary, its
+  // pick narrower along them: matmul_tile_choice.h); when its workspace is over the budget
+  // (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick under
+  // the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
+  const auto first = columns_vary ? varying_columns_pick(handle, problem, *cached)
+                                  : heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
   if (!first) {
     throw std::runtime_error(fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for {}", problem.key()));
   }
@@ -392,15 +442,29 @@ Problem zero_inner_problem(Problem problem, const void* zeros, void* out, std::i
 
 struct CublasLtMatmul::State {
   cublasLtHandle_t handle = nullptr;
-  mutable std::mutex mutex;  // guards `cache`
+  mutable std::mutex mutex;  // guards `cache` and `columns_seen`
   std::map<std::string, std::unique_ptr<CachedMatmul>> cache;
+  // The output's column count each product (Problem::key_but_columns) first ran with.
+  std::map<std::string, std::uint64_t> columns_seen;
+  std::size_t varying_choices = 0;
 
   CachedMatmul& cached(const Problem& problem) {
     auto key = problem.key();
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, choose_algorithm(handle, problem)).first;
+    if (it == cache.end()) {
+      const bool vary = columns_vary(problem);
+      it = cache.emplace(key, choose_algorithm(handle, problem, vary)).first;
+      varying_choices += vary ? 1 : 0;
+    }
     return *it->second;
+  }
+
+  // Whether this product has run with another column count before (under `mutex`): the first
+  // count seen keeps the heuristic's first pick, every other gets the choice for varying columns.
+  bool columns_vary(const Problem& problem) {
+    const auto [seen, first_time] = columns_seen.emplace(problem.key_but_columns(), problem.out.cols);
+    return !first_time && seen->second != problem.out.cols;
   }
 
   void enqueue(const Problem& problem, void* out, cudaStream_t stream, const std::function<void*(std::size_t)>& allocate,
@@ -429,6 +493,11 @@ CublasLtMatmul::~CublasLtMatmul() {
 std::size_t CublasLtMatmul::cached_algorithms() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->cache.size();
+}
+
+std::size_t CublasLtMatmul::varying_column_choices() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->varying_choices;
 }
 
 void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const DLTensor*>& inputs,

@@ -35,7 +35,9 @@ class CublasLtMatmul {
   /// adds to the peak of whatever runs the product, a launch is kept within matmul_workspace_bound
   /// (matmul_workspace_bound.h) where cuBLASLt allows: when the heuristic's pick asks for more, the
   /// same algorithm with fewer split-K splits, else the heuristic's pick with the bound on offer,
-  /// else (nothing fits) the first pick and its workspace. The algorithm for
+  /// else (nothing fits) the first pick and its workspace. Where the product ran with another
+  /// column count before (varying_column_choices), the heuristic's pick narrower along the columns
+  /// stands in for its first (matmul_tile_choice.h). The algorithm for
   /// each distinct problem (sizes, leading dims, batch strides, alignments, device) is chosen once
   /// and cached. Never synchronizes. Empty outputs launch nothing; K == 0 writes the epilogue of
   /// the bias (or zeros). Throws std::runtime_error naming the failing call and its status, or the
@@ -47,6 +49,10 @@ class CublasLtMatmul {
 
   /// Problems whose algorithm has been chosen so far (each cost one heuristic query).
   std::size_t cached_algorithms() const;
+  /// Of those, the ones chosen as a product whose output's columns vary (matmul_tile_choice.h):
+  /// the same right operand (a linear layer's weight, by its address) and output rows, seen before
+  /// with another column count (the row-major output's rows: a sequence length).
+  std::size_t varying_column_choices() const;
 
  private:
   struct State;

@@ -314,6 +314,33 @@ TEST_F(CublasLtMatmulGpu, WorkspaceStaysWithinTheBound) {
   }
 }
 
+// One linear layer at several sequence lengths, its weight and bias kept: the first length takes
+// the heuristic's first pick, every other new length the choice for varying columns
+// (matmul_tile_choice.h: on the H200, float32's 256 x 64 tile where the first pick is 128 x 128),
+// whichever kernel that is on this GPU; a length met again is cached. Each result is checked
+// against eager on fresh inputs, twice a length.
+TEST_F(CublasLtMatmulGpu, OneWeightAtVaryingLengthsTakesTheVaryingChoice) {
+  torch::NoGradGuard no_grad;
+  const auto form = form_named("linear with bias");
+  constexpr std::int64_t kFeatures = 1024;
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    auto program = plan(form, dtype);
+    const auto options = at::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    const auto layer = form.operands(Size{1, kFeatures, kFeatures}, options);  // input, weight [N, K], bias [N]
+    const auto before = matmul_->varying_column_choices();
+    for (std::int64_t length : {1000, 266, 550, 128, 1000}) {
+      for (int draw = 0; draw < 2; ++draw) {
+        const Tensors inputs = {torch::randn({kBatch, length, kFeatures}, options), layer[1], layer[2]};
+        auto want = form.eager(inputs);
+        auto got = run(program, inputs, want.sizes());
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, kFeatures, form.epilogue))
+            << c10::toString(dtype) << " length " << length << ", draw " << draw;
+      }
+    }
+    EXPECT_EQ(matmul_->varying_column_choices() - before, 3u) << c10::toString(dtype) << ": 266, 550 and 128";
+  }
+}
+
 TEST_F(CublasLtMatmulGpu, EmptyOutputsAndEmptyInnerDimension) {
   torch::NoGradGuard no_grad;
   auto all = forms();
