@@ -163,15 +163,6 @@ struct Problem {
                        static_cast<int>(epilogue), text(first), text(second), text(out), batch, bias != nullptr,
                        bias_alignment, device);
   }
-
-  // The product with its output's column count (the row-major output's rows: tokens, a sequence
-  // length) left out, and cuBLASLt's A (a linear layer's weight) named by its address: the same
-  // key at another column count is the same layer at another length.
-  std::string key_but_columns() const {
-    return fmt::format("t{} e{} | {} {} {}x{} ld{} s{} | out rows {} | batch {} | device {}", static_cast<int>(type),
-                       static_cast<int>(epilogue), first.data, first.op == CUBLAS_OP_T ? "T" : "N", first.rows,
-                       first.cols, first.ld, first.batch_stride, out.rows, batch, device);
-  }
 };
 
 Layout make_layout(const Problem& problem, const LtMatrix& m) {
@@ -327,7 +318,8 @@ std::optional<cublasLtMatmulHeuristicResult_t> varying_columns_pick(cublasLtHand
   return picks[narrower_along_varying_columns(summaries)];
 }
 
-std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem, bool columns_vary) {
+// The descriptors of one problem, its algorithm not yet chosen.
+std::unique_ptr<CachedMatmul> describe(const Problem& problem) {
   auto cached = std::make_unique<CachedMatmul>();
   cublasLtMatmulDesc_t desc = nullptr;
   // Full float32 accumulation for every dtype: PyTorch's default float32 matmul is not TF32.
@@ -343,6 +335,30 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   cached->first = make_layout(problem, problem.first);
   cached->second = make_layout(problem, problem.second);
   cached->out = make_layout(problem, problem.out);
+  return cached;
+}
+
+// The algorithm chosen for this product at another column count, where cuBLASLt accepts it for
+// these sizes within the workspace budget and these pointers' alignment: no heuristic query, which
+// on the H200 costs a new sequence length's first call more than its kernels at short lengths
+// (docs/performance.md), and one kernel whose time grows with the columns in the tile's fine steps.
+std::unique_ptr<CachedMatmul> reuse_algorithm(cublasLtHandle_t handle, const Problem& problem,
+                                              const cublasLtMatmulAlgo_t& algo) {
+  auto cached = describe(problem);
+  cublasLtMatmulHeuristicResult_t checked{};
+  checked.algo = algo;
+  if (cublasLtMatmulAlgoCheck(handle, cached->desc.get(), cached->first.get(), cached->second.get(), cached->out.get(),
+                              cached->out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+      checked.workspaceSize > workspace_budget(problem) || !within_alignment(checked.algo, problem)) {
+    return nullptr;
+  }
+  cached->algo = checked.algo;
+  cached->workspace_bytes = checked.workspaceSize;
+  return cached;
+}
+
+std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem, bool columns_vary) {
+  auto cached = describe(problem);
 
   // The heuristic's first pick with cuBLAS's recommended offer (where the output's columns vary, its
   // pick narrower along them: matmul_tile_choice.h); when its workspace is over the budget
@@ -440,36 +456,57 @@ Problem zero_inner_problem(Problem problem, const void* zeros, void* out, std::i
 
 }  // namespace
 
+struct MatmulHistory::State {
+  std::uint64_t first_columns = 0;  // 0 until the product's first launch
+  std::optional<cublasLtMatmulAlgo_t> varying_algorithm;  // its choice at its second column count
+};
+
+MatmulHistory::MatmulHistory() : state_(std::make_unique<State>()) {}
+MatmulHistory::~MatmulHistory() = default;
+
 struct CublasLtMatmul::State {
   cublasLtHandle_t handle = nullptr;
-  mutable std::mutex mutex;  // guards `cache` and `columns_seen`
+  mutable std::mutex mutex;  // guards everything below and the MatmulHistory of every launch
+  // By Problem::key(), and " | varying" for a choice for varying columns.
   std::map<std::string, std::unique_ptr<CachedMatmul>> cache;
-  // The output's column count each product (Problem::key_but_columns) first ran with.
-  std::map<std::string, std::uint64_t> columns_seen;
   std::size_t varying_choices = 0;
+  std::size_t reused = 0;
 
-  CachedMatmul& cached(const Problem& problem) {
-    auto key = problem.key();
+  CachedMatmul& cached(const Problem& problem, MatmulHistory* history) {
     std::lock_guard<std::mutex> lock(mutex);
+    const bool vary = history != nullptr && columns_vary(*history->state_, problem.out.cols);
+    const auto key = vary ? problem.key() + " | varying" : problem.key();
     auto it = cache.find(key);
     if (it == cache.end()) {
-      const bool vary = columns_vary(problem);
-      it = cache.emplace(key, choose_algorithm(handle, problem, vary)).first;
-      varying_choices += vary ? 1 : 0;
+      auto chosen = vary ? choose_varying(problem, *history->state_) : choose_algorithm(handle, problem, false);
+      it = cache.emplace(key, std::move(chosen)).first;
     }
+    if (vary && !history->state_->varying_algorithm) history->state_->varying_algorithm = it->second->algo;
     return *it->second;
   }
 
-  // Whether this product has run with another column count before (under `mutex`): the first
-  // count seen keeps the heuristic's first pick, every other gets the choice for varying columns.
-  bool columns_vary(const Problem& problem) {
-    const auto [seen, first_time] = columns_seen.emplace(problem.key_but_columns(), problem.out.cols);
-    return !first_time && seen->second != problem.out.cols;
+  // Whether the product has run with another column count before; its first launch records its own.
+  static bool columns_vary(MatmulHistory::State& history, std::uint64_t columns) {
+    if (history.first_columns == 0) history.first_columns = columns;
+    return history.first_columns != columns;
   }
 
-  void enqueue(const Problem& problem, void* out, cudaStream_t stream, const std::function<void*(std::size_t)>& allocate,
-               const std::function<void(void*)>& release) {
-    CachedMatmul& matmul = cached(problem);
+  // A varying product's new problem: the algorithm it chose at its second column count where
+  // cuBLASLt accepts it for these sizes, else the choice for varying columns (matmul_tile_choice.h).
+  std::unique_ptr<CachedMatmul> choose_varying(const Problem& problem, const MatmulHistory::State& history) {
+    ++varying_choices;
+    if (history.varying_algorithm) {
+      if (auto cached = reuse_algorithm(handle, problem, *history.varying_algorithm)) {
+        ++reused;
+        return cached;
+      }
+    }
+    return choose_algorithm(handle, problem, true);
+  }
+
+  void enqueue(const Problem& problem, MatmulHistory* history, void* out, cudaStream_t stream,
+               const std::function<void*(std::size_t)>& allocate, const std::function<void(void*)>& release) {
+    CachedMatmul& matmul = cached(problem, history);
     Workspace workspace(matmul.workspace_bytes, allocate, release);
     const float alpha = 1.f, beta = 0.f;  // beta 0: C (the output itself) is never read
     std::lock_guard<std::mutex> lock(matmul.mutex);
@@ -500,10 +537,15 @@ std::size_t CublasLtMatmul::varying_column_choices() const {
   return state_->varying_choices;
 }
 
+std::size_t CublasLtMatmul::reused_algorithms() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->reused;
+}
+
 void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const DLTensor*>& inputs,
                          const std::vector<const DLTensor*>& outputs, cudaStream_t stream,
                          const std::function<void*(std::size_t)>& allocate_workspace,
-                         const std::function<void(void*)>& free_workspace) const {
+                         const std::function<void(void*)>& free_workspace, MatmulHistory* history) const {
   if (static_cast<int>(inputs.size()) != program.input_count || outputs.size() != 1) {
     throw std::runtime_error(fmt::format("{}: takes {} inputs and 1 output, the launch passed {} and {}", program.name,
                                          program.input_count, inputs.size(), outputs.size()));
@@ -536,8 +578,8 @@ void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const D
     const auto zero_bytes = static_cast<std::size_t>(std::max(rows, n) * zero_inner_length(bytes) * bytes);
     Workspace zeros(zero_bytes, allocate_workspace, free_workspace);
     check(cudaMemsetAsync(zeros.data(), 0, zero_bytes, stream), "cudaMemsetAsync");
-    state_->enqueue(zero_inner_problem(problem, zeros.data(), address(out), rows, n, bytes), address(out), stream,
-                    allocate_workspace, free_workspace);
+    state_->enqueue(zero_inner_problem(problem, zeros.data(), address(out), rows, n, bytes), nullptr, address(out),
+                    stream, allocate_workspace, free_workspace);
     return;
   }
 
@@ -554,7 +596,7 @@ void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const D
   problem.out = lt_matrix(address(out), MatrixOrder::RowMajor, ov, bytes);
   problem.first = lt_matrix(address(b), program.b_order, bv, bytes);
   problem.second = lt_matrix(address(a), program.a_order, av, bytes);
-  state_->enqueue(problem, address(out), stream, allocate_workspace, free_workspace);
+  state_->enqueue(problem, history, address(out), stream, allocate_workspace, free_workspace);
 }
 
 }  // namespace zenith::cuda
