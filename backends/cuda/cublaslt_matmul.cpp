@@ -9,11 +9,13 @@
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include <cublasLt.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backends/cuda/matmul_tile_choice.h"
 #include "backends/cuda/matmul_workspace_bound.h"
 #include "backends/cuda/matrix_geometry.h"
 
@@ -255,9 +257,10 @@ std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t han
   return std::nullopt;
 }
 
-// The heuristic's first algorithm with at most `max_workspace` on offer.
-std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t handle, const Problem& problem,
-                                                              const CachedMatmul& cached, std::uint64_t max_workspace) {
+// The heuristic's first `count` algorithms, best first, with at most `max_workspace` on offer.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic_picks(cublasLtHandle_t handle, const Problem& problem,
+                                                             const CachedMatmul& cached, std::uint64_t max_workspace,
+                                                             int count) {
   cublasLtMatmulPreference_t raw_preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&raw_preference), "cublasLtMatmulPreferenceCreate");
   Preference preference(raw_preference);
@@ -269,17 +272,54 @@ std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t h
   // more of the epilogue's pointers is never picked (PyTorch passes the bias's there too).
   set<std::uint32_t>(raw_preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_alignment(problem));
 
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(count));
   int found = 0;
   check(cublasLtMatmulAlgoGetHeuristic(handle, cached.desc.get(), cached.first.get(), cached.second.get(),
-                                       cached.out.get(), cached.out.get(), raw_preference, 1, &result, &found),
+                                       cached.out.get(), cached.out.get(), raw_preference, count, results.data(), &found),
         "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) return std::nullopt;
-  check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
-  return result;
+  results.resize(static_cast<std::size_t>(found));
+  for (const auto& result : results) check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
+  return results;
 }
 
-std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem) {
+// The heuristic's first algorithm with at most `max_workspace` on offer.
+std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t handle, const Problem& problem,
+                                                              const CachedMatmul& cached, std::uint64_t max_workspace) {
+  const auto picks = heuristic_picks(handle, problem, cached, max_workspace, 1);
+  if (picks.empty()) return std::nullopt;
+  return picks.front();
+}
+
+std::uint32_t config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  std::uint32_t value = 0;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS ||
+      written != sizeof(value)) {
+    return 0;  // reads as an unknown tile, so the choice keeps the heuristic's first pick
+  }
+  return value;
+}
+
+// Candidates the heuristic lists for one size, for a product whose columns vary: enough to reach
+// the narrower tiles of its first pick's algorithm (second to eighth in the H200's sweep).
+constexpr int kVaryingColumnsCandidates = 8;
+
+// For a product whose output's columns vary between launches, the heuristic's pick narrower along
+// them where it lists one (matmul_tile_choice.h), else its first.
+std::optional<cublasLtMatmulHeuristicResult_t> varying_columns_pick(cublasLtHandle_t handle, const Problem& problem,
+                                                                    const CachedMatmul& cached) {
+  const auto picks = heuristic_picks(handle, problem, cached, kMaxMatmulWorkspaceBytes, kVaryingColumnsCandidates);
+  if (picks.empty()) return std::nullopt;
+  std::vector<AlgorithmSummary> summaries;
+  for (const auto& pick : picks) {
+    summaries.push_back({config_value(pick.algo, CUBLASLT_ALGO_CONFIG_ID), config_value(pick.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                         split_k(pick.algo).value_or(-1)});
+  }
+  return picks[narrower_along_varying_columns(summaries)];
+}
+
+// The descriptors of one problem, its algorithm not yet chosen.
+std::unique_ptr<CachedMatmul> describe(const Problem& problem) {
   auto cached = std::make_unique<CachedMatmul>();
   cublasLtMatmulDesc_t desc = nullptr;
   // Full float32 accumulation for every dtype: PyTorch's default float32 matmul is not TF32.
@@ -295,11 +335,37 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   cached->first = make_layout(problem, problem.first);
   cached->second = make_layout(problem, problem.second);
   cached->out = make_layout(problem, problem.out);
+  return cached;
+}
 
-  // The heuristic's first pick with cuBLAS's recommended offer; when its workspace is over the
-  // budget (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick
-  // under the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
-  const auto first = heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
+// The algorithm chosen for this product at another column count, where cuBLASLt accepts it for
+// these sizes within the workspace budget and these pointers' alignment: no heuristic query, which
+// on the H200 costs a new sequence length's first call more than its kernels at short lengths
+// (docs/performance.md), and one kernel whose time grows with the columns in the tile's fine steps.
+std::unique_ptr<CachedMatmul> reuse_algorithm(cublasLtHandle_t handle, const Problem& problem,
+                                              const cublasLtMatmulAlgo_t& algo) {
+  auto cached = describe(problem);
+  cublasLtMatmulHeuristicResult_t checked{};
+  checked.algo = algo;
+  if (cublasLtMatmulAlgoCheck(handle, cached->desc.get(), cached->first.get(), cached->second.get(), cached->out.get(),
+                              cached->out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+      checked.workspaceSize > workspace_budget(problem) || !within_alignment(checked.algo, problem)) {
+    return nullptr;
+  }
+  cached->algo = checked.algo;
+  cached->workspace_bytes = checked.workspaceSize;
+  return cached;
+}
+
+std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem, bool columns_vary) {
+  auto cached = describe(problem);
+
+  // The heuristic's first pick with cuBLAS's recommended offer (where the output's columns vary, its
+  // pick narrower along them: matmul_tile_choice.h); when its workspace is over the budget
+  // (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick under
+  // the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
+  const auto first = columns_vary ? varying_columns_pick(handle, problem, *cached)
+                                  : heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
   if (!first) {
     throw std::runtime_error(fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for {}", problem.key()));
   }
@@ -390,22 +456,57 @@ Problem zero_inner_problem(Problem problem, const void* zeros, void* out, std::i
 
 }  // namespace
 
+struct MatmulHistory::State {
+  std::uint64_t first_columns = 0;  // 0 until the product's first launch
+  std::optional<cublasLtMatmulAlgo_t> varying_algorithm;  // its choice at its second column count
+};
+
+MatmulHistory::MatmulHistory() : state_(std::make_unique<State>()) {}
+MatmulHistory::~MatmulHistory() = default;
+
 struct CublasLtMatmul::State {
   cublasLtHandle_t handle = nullptr;
-  mutable std::mutex mutex;  // guards `cache`
+  mutable std::mutex mutex;  // guards everything below and the MatmulHistory of every launch
+  // By Problem::key(), and " | varying" for a choice for varying columns.
   std::map<std::string, std::unique_ptr<CachedMatmul>> cache;
+  std::size_t varying_choices = 0;
+  std::size_t reused = 0;
 
-  CachedMatmul& cached(const Problem& problem) {
-    auto key = problem.key();
+  CachedMatmul& cached(const Problem& problem, MatmulHistory* history) {
     std::lock_guard<std::mutex> lock(mutex);
+    const bool vary = history != nullptr && columns_vary(*history->state_, problem.out.cols);
+    const auto key = vary ? problem.key() + " | varying" : problem.key();
     auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, choose_algorithm(handle, problem)).first;
+    if (it == cache.end()) {
+      auto chosen = vary ? choose_varying(problem, *history->state_) : choose_algorithm(handle, problem, false);
+      it = cache.emplace(key, std::move(chosen)).first;
+    }
+    if (vary && !history->state_->varying_algorithm) history->state_->varying_algorithm = it->second->algo;
     return *it->second;
   }
 
-  void enqueue(const Problem& problem, void* out, cudaStream_t stream, const std::function<void*(std::size_t)>& allocate,
-               const std::function<void(void*)>& release) {
-    CachedMatmul& matmul = cached(problem);
+  // Whether the product has run with another column count before; its first launch records its own.
+  static bool columns_vary(MatmulHistory::State& history, std::uint64_t columns) {
+    if (history.first_columns == 0) history.first_columns = columns;
+    return history.first_columns != columns;
+  }
+
+  // A varying product's new problem: the algorithm it chose at its second column count where
+  // cuBLASLt accepts it for these sizes, else the choice for varying columns (matmul_tile_choice.h).
+  std::unique_ptr<CachedMatmul> choose_varying(const Problem& problem, const MatmulHistory::State& history) {
+    ++varying_choices;
+    if (history.varying_algorithm) {
+      if (auto cached = reuse_algorithm(handle, problem, *history.varying_algorithm)) {
+        ++reused;
+        return cached;
+      }
+    }
+    return choose_algorithm(handle, problem, true);
+  }
+
+  void enqueue(const Problem& problem, MatmulHistory* history, void* out, cudaStream_t stream,
+               const std::function<void*(std::size_t)>& allocate, const std::function<void(void*)>& release) {
+    CachedMatmul& matmul = cached(problem, history);
     Workspace workspace(matmul.workspace_bytes, allocate, release);
     const float alpha = 1.f, beta = 0.f;  // beta 0: C (the output itself) is never read
     std::lock_guard<std::mutex> lock(matmul.mutex);
@@ -431,10 +532,20 @@ std::size_t CublasLtMatmul::cached_algorithms() const {
   return state_->cache.size();
 }
 
+std::size_t CublasLtMatmul::varying_column_choices() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->varying_choices;
+}
+
+std::size_t CublasLtMatmul::reused_algorithms() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->reused;
+}
+
 void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const DLTensor*>& inputs,
                          const std::vector<const DLTensor*>& outputs, cudaStream_t stream,
                          const std::function<void*(std::size_t)>& allocate_workspace,
-                         const std::function<void(void*)>& free_workspace) const {
+                         const std::function<void(void*)>& free_workspace, MatmulHistory* history) const {
   if (static_cast<int>(inputs.size()) != program.input_count || outputs.size() != 1) {
     throw std::runtime_error(fmt::format("{}: takes {} inputs and 1 output, the launch passed {} and {}", program.name,
                                          program.input_count, inputs.size(), outputs.size()));
@@ -467,8 +578,8 @@ void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const D
     const auto zero_bytes = static_cast<std::size_t>(std::max(rows, n) * zero_inner_length(bytes) * bytes);
     Workspace zeros(zero_bytes, allocate_workspace, free_workspace);
     check(cudaMemsetAsync(zeros.data(), 0, zero_bytes, stream), "cudaMemsetAsync");
-    state_->enqueue(zero_inner_problem(problem, zeros.data(), address(out), rows, n, bytes), address(out), stream,
-                    allocate_workspace, free_workspace);
+    state_->enqueue(zero_inner_problem(problem, zeros.data(), address(out), rows, n, bytes), nullptr, address(out),
+                    stream, allocate_workspace, free_workspace);
     return;
   }
 
@@ -485,7 +596,7 @@ void CublasLtMatmul::run(const MatmulProgram& program, const std::vector<const D
   problem.out = lt_matrix(address(out), MatrixOrder::RowMajor, ov, bytes);
   problem.first = lt_matrix(address(b), program.b_order, bv, bytes);
   problem.second = lt_matrix(address(a), program.a_order, av, bytes);
-  state_->enqueue(problem, address(out), stream, allocate_workspace, free_workspace);
+  state_->enqueue(problem, history, address(out), stream, allocate_workspace, free_workspace);
 }
 
 }  // namespace zenith::cuda

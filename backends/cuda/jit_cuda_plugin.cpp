@@ -56,6 +56,9 @@ struct FusedKernel {
 struct MatrixProduct {
   MatmulProgram program;
   std::shared_ptr<LoadedKernel> matrix_vector;
+  // The sizes its launches have met, for cuBLASLt's choice where they vary (a symbolic plan shares
+  // this kernel between its sizes).
+  std::unique_ptr<zenith::cuda::MatmulHistory> history = std::make_unique<zenith::cuda::MatmulHistory>();
 };
 
 // What compile hands the host: a generated kernel, or a matrix product.
@@ -359,7 +362,8 @@ void launch_product(const Context& context, const MatrixProduct& product, const 
   const DLDevice device = args.outputs[0].device;
   auto allocate = [&](std::size_t bytes) { return host->alloc(host->host_ctx, device, bytes, args.stream); };
   auto release = [&](void* ptr) { host->dealloc(host->host_ctx, device, ptr); };
-  context.blas->run(program, inputs, outputs, static_cast<cudaStream_t>(args.stream), allocate, release);
+  context.blas->run(program, inputs, outputs, static_cast<cudaStream_t>(args.stream), allocate, release,
+                    product.history.get());
 }
 
 zn_status* jit_launch(void* context_ptr, const zn_launch_args* args) {

@@ -202,7 +202,7 @@ class CublasLtMatmulGpu : public ::testing::Test {
   // Runs `program` into a NaN-filled output of `sizes` on PyTorch's current stream; the largest
   // workspace the launch asked for goes into `largest_workspace` when given.
   at::Tensor run(const MatmulProgram& program, const Tensors& inputs, at::IntArrayRef sizes,
-                 std::size_t* largest_workspace = nullptr) const {
+                 std::size_t* largest_workspace = nullptr, MatmulHistory* history = nullptr) const {
     auto out = torch::full(sizes, std::numeric_limits<double>::quiet_NaN(), inputs.front().options());
     std::vector<DLTensor> views;
     views.reserve(inputs.size());
@@ -217,7 +217,7 @@ class CublasLtMatmulGpu : public ::testing::Test {
           if (largest_workspace != nullptr) *largest_workspace = std::max(*largest_workspace, bytes);
           return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream.stream());
         },
-        [](void* p) { c10::cuda::CUDACachingAllocator::raw_delete(p); });
+        [](void* p) { c10::cuda::CUDACachingAllocator::raw_delete(p); }, history);
     return out;
   }
 
@@ -311,6 +311,38 @@ TEST_F(CublasLtMatmulGpu, WorkspaceStaysWithinTheBound) {
         }
       }
     }
+  }
+}
+
+// One linear layer's kernel at several sequence lengths, its weight and bias kept: the first
+// length takes the heuristic's first pick, the second the choice for varying columns
+// (matmul_tile_choice.h: on the H200, float32's 256 x 64 tile where the first pick is 128 x 128),
+// every later new length reuses that algorithm, whichever kernel that is on this GPU; a length met
+// again is cached. Without a history (another kernel) nothing varies. Each result is checked
+// against eager on fresh inputs, twice a length.
+TEST_F(CublasLtMatmulGpu, OneKernelAtVaryingLengthsReusesItsVaryingChoice) {
+  torch::NoGradGuard no_grad;
+  const auto form = form_named("linear with bias");
+  constexpr std::int64_t kFeatures = 1024;
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    auto program = plan(form, dtype);
+    const auto options = at::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    const auto layer = form.operands(Size{1, kFeatures, kFeatures}, options);  // input, weight [N, K], bias [N]
+    MatmulHistory history;
+    const auto varying_before = matmul_->varying_column_choices();
+    const auto reused_before = matmul_->reused_algorithms();
+    for (std::int64_t length : {1000, 266, 550, 128, 1000, 300}) {
+      for (int draw = 0; draw < 2; ++draw) {
+        const Tensors inputs = {torch::randn({kBatch, length, kFeatures}, options), layer[1], layer[2]};
+        auto want = form.eager(inputs);
+        // The last length runs without the history: a kernel of its own, launched at one size.
+        auto got = run(program, inputs, want.sizes(), nullptr, length == 300 ? nullptr : &history);
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype, kFeatures, form.epilogue))
+            << c10::toString(dtype) << " length " << length << ", draw " << draw;
+      }
+    }
+    EXPECT_EQ(matmul_->varying_column_choices() - varying_before, 3u) << c10::toString(dtype) << ": 266, 550 and 128";
+    EXPECT_EQ(matmul_->reused_algorithms() - reused_before, 2u) << c10::toString(dtype) << ": 550 and 128 reuse 266's";
   }
 }
 
