@@ -183,6 +183,7 @@ struct CachedMatmul {
   Layout first, second, out;
   cublasLtMatmulAlgo_t algo{};
   std::size_t workspace_bytes = 0;
+  bool narrower_tile = false;  // the choice for varying columns took a narrower tile than the first pick's
   std::mutex mutex;
 };
 
@@ -208,7 +209,7 @@ std::optional<std::int32_t> split_k(const cublasLtMatmulAlgo_t& algo) {
   return splits;
 }
 
-// The alignment D's preference states: the bias's, where that is less (see heuristic_pick).
+// The alignment D's preference states: the bias's, where that is less (see heuristic_picks).
 std::uint32_t d_alignment(const Problem& problem) { return std::min(problem.out.alignment, problem.bias_alignment); }
 
 // Whether `algo` needs no more alignment of A, B, C and D than the problem's pointers are known to
@@ -257,7 +258,8 @@ std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t han
   return std::nullopt;
 }
 
-// The heuristic's first `count` algorithms, best first, with at most `max_workspace` on offer.
+// The heuristic's first `count` algorithms, best first, with at most `max_workspace` on offer;
+// those it marks unusable (a result's state, which cuBLASLt asks to check) left out.
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic_picks(cublasLtHandle_t handle, const Problem& problem,
                                                              const CachedMatmul& cached, std::uint64_t max_workspace,
                                                              int count) {
@@ -278,7 +280,9 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic_picks(cublasLtHandle_t ha
                                        cached.out.get(), cached.out.get(), raw_preference, count, results.data(), &found),
         "cublasLtMatmulAlgoGetHeuristic");
   results.resize(static_cast<std::size_t>(found));
-  for (const auto& result : results) check(result.state, "cublasLtMatmulAlgoGetHeuristic (result state)");
+  results.erase(std::remove_if(results.begin(), results.end(),
+                               [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; }),
+                results.end());
   return results;
 }
 
@@ -290,14 +294,25 @@ std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t h
   return picks.front();
 }
 
-std::uint32_t config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
-  std::uint32_t value = 0;
+template <typename T>
+std::optional<T> config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  T value{};
   std::size_t written = 0;
   if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS ||
       written != sizeof(value)) {
-    return 0;  // reads as an unknown tile, so the choice keeps the heuristic's first pick
+    return std::nullopt;
   }
   return value;
+}
+
+// What the tile choice reads of a candidate; one whose configuration cannot be read gets no tile,
+// which the choice never takes (and which keeps the heuristic's first pick, when it is the first).
+AlgorithmSummary summary_of(const cublasLtMatmulAlgo_t& algo) {
+  const auto id = config_value<std::int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID);
+  const auto tile = config_value<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  const auto splits = split_k(algo);
+  if (!id || !tile || !splits) return {0, CUBLASLT_MATMUL_TILE_UNDEFINED, 1};
+  return {static_cast<std::uint32_t>(*id), *tile, *splits};
 }
 
 // Candidates the heuristic lists for one size, for a product whose columns vary: enough to reach
@@ -305,17 +320,16 @@ std::uint32_t config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoC
 constexpr int kVaryingColumnsCandidates = 8;
 
 // For a product whose output's columns vary between launches, the heuristic's pick narrower along
-// them where it lists one (matmul_tile_choice.h), else its first.
+// them where it lists one (matmul_tile_choice.h), else its first; `narrower` says which.
 std::optional<cublasLtMatmulHeuristicResult_t> varying_columns_pick(cublasLtHandle_t handle, const Problem& problem,
-                                                                    const CachedMatmul& cached) {
+                                                                    const CachedMatmul& cached, bool& narrower) {
   const auto picks = heuristic_picks(handle, problem, cached, kMaxMatmulWorkspaceBytes, kVaryingColumnsCandidates);
   if (picks.empty()) return std::nullopt;
   std::vector<AlgorithmSummary> summaries;
-  for (const auto& pick : picks) {
-    summaries.push_back({config_value(pick.algo, CUBLASLT_ALGO_CONFIG_ID), config_value(pick.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                         split_k(pick.algo).value_or(-1)});
-  }
-  return picks[narrower_along_varying_columns(summaries)];
+  for (const auto& pick : picks) summaries.push_back(summary_of(pick.algo));
+  const auto chosen = narrower_along_varying_columns(summaries);
+  narrower = chosen != 0;
+  return picks[chosen];
 }
 
 // The descriptors of one problem, its algorithm not yet chosen.
@@ -364,7 +378,7 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   // pick narrower along them: matmul_tile_choice.h); when its workspace is over the budget
   // (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick under
   // the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
-  const auto first = columns_vary ? varying_columns_pick(handle, problem, *cached)
+  const auto first = columns_vary ? varying_columns_pick(handle, problem, *cached, cached->narrower_tile)
                                   : heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
   if (!first) {
     throw std::runtime_error(fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for {}", problem.key()));
@@ -373,7 +387,10 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
   auto chosen = first;
   if (first->workspaceSize > budget) {
     chosen = fewer_splits(handle, problem, *cached, *first, budget);
-    if (!chosen) chosen = heuristic_pick(handle, problem, *cached, budget);
+    if (!chosen) {
+      chosen = heuristic_pick(handle, problem, *cached, budget);
+      if (chosen) cached->narrower_tile = false;  // another kernel, whatever its tile
+    }
     if (!chosen) chosen = first;
   }
   cached->algo = chosen->algo;
@@ -470,6 +487,7 @@ struct CublasLtMatmul::State {
   // By Problem::key(), and " | varying" for a choice for varying columns.
   std::map<std::string, std::unique_ptr<CachedMatmul>> cache;
   std::size_t varying_choices = 0;
+  std::size_t narrower = 0;
   std::size_t reused = 0;
 
   CachedMatmul& cached(const Problem& problem, MatmulHistory* history) {
@@ -501,7 +519,9 @@ struct CublasLtMatmul::State {
         return cached;
       }
     }
-    return choose_algorithm(handle, problem, true);
+    auto cached = choose_algorithm(handle, problem, true);
+    narrower += cached->narrower_tile ? 1 : 0;
+    return cached;
   }
 
   void enqueue(const Problem& problem, MatmulHistory* history, void* out, cudaStream_t stream,
@@ -535,6 +555,11 @@ std::size_t CublasLtMatmul::cached_algorithms() const {
 std::size_t CublasLtMatmul::varying_column_choices() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->varying_choices;
+}
+
+std::size_t CublasLtMatmul::narrower_tile_choices() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->narrower;
 }
 
 std::size_t CublasLtMatmul::reused_algorithms() const {

@@ -59,10 +59,11 @@ class CublasLtMatmul {
   /// nullptr for none) shows the product ran with another column count before, the heuristic's
   /// pick narrower along the columns stands in for its first (matmul_tile_choice.h), and later
   /// column counts reuse that algorithm without a heuristic query where cuBLASLt accepts it
-  /// (varying_column_choices, reused_algorithms). The algorithm for each distinct problem (sizes,
-  /// leading dims, batch strides, alignments, device; varying or not) is chosen once and cached. Never synchronizes. Empty outputs launch nothing; K == 0 writes the epilogue of
-  /// the bias (or zeros). Throws std::runtime_error naming the failing call and its status, or the
-  /// tensor that does not match the program.
+  /// (varying_column_choices, narrower_tile_choices, reused_algorithms). The algorithm for each
+  /// distinct problem (sizes, leading dims, batch strides, alignments, device; varying or not) is
+  /// chosen once and cached. Never synchronizes. Empty outputs launch nothing; K == 0 writes the
+  /// epilogue of the bias (or zeros). Throws std::runtime_error naming the failing call and its
+  /// status, or the tensor that does not match the program.
   void run(const MatmulProgram& program, const std::vector<const DLTensor*>& inputs,
            const std::vector<const DLTensor*>& outputs, cudaStream_t stream,
            const std::function<void*(std::size_t)>& allocate_workspace,
@@ -73,8 +74,11 @@ class CublasLtMatmul {
   /// Of those, the ones chosen for a kernel whose output's columns vary: its MatmulHistory had
   /// seen another column count.
   std::size_t varying_column_choices() const;
-  /// Of those, the ones that reused the kernel's earlier choice for varying columns instead of a
-  /// heuristic query (cuBLASLt accepted it for the new sizes).
+  /// Of those, the ones that asked the heuristic and took a tile narrower along the columns than
+  /// its first pick's (matmul_tile_choice.h); the others kept its first pick.
+  std::size_t narrower_tile_choices() const;
+  /// Of the varying ones, those that reused the kernel's earlier choice for varying columns instead
+  /// of a heuristic query (cuBLASLt accepted it for the new sizes).
   std::size_t reused_algorithms() const;
 
  private:

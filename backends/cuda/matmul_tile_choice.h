@@ -1,8 +1,9 @@
-// Which of cuBLASLt's candidate algorithms runs a product whose row count varies between launches
-// (a symbolic sequence length). The heuristic picks per size, and its first pick's time against the
-// rows is a staircase: a step each time the output's tiles need one more round over the GPU's
+// Which of cuBLASLt's candidate algorithms runs a product whose output's columns (in cuBLASLt's
+// column-major terms: the row-major output's rows, tokens) vary between launches (a symbolic
+// sequence length). The heuristic picks per size, and its first pick's time against the columns is
+// a staircase: a step each time the output's tiles need one more round over the GPU's
 // multiprocessors. Measured on the H200 for the torture test's product (Linear(1024, 1024) + ReLU,
-// float32, 32 x 100..1000 rows; bench/cublaslt_algorithms.cpp --length-sweep, docs/performance.md):
+// float32, batch 32 at lengths 100..1000; bench/cublaslt_algorithms.cpp --length-sweep, docs/performance.md):
 // the first pick's 128 x 128 tile steps by about 170 us every 132 lengths, where the same algorithm
 // and split count with a 256 x 64 tile, which the heuristic lists too, ramps over the positions
 // after each edge, up to 83 us faster there and at most 11 us slower elsewhere. A tile narrower

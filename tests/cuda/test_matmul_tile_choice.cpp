@@ -18,6 +18,7 @@ constexpr std::uint32_t k256x64 = CUBLASLT_MATMUL_TILE_256x64;
 constexpr std::uint32_t k64x256 = CUBLASLT_MATMUL_TILE_64x256;
 constexpr std::uint32_t k512x32 = CUBLASLT_MATMUL_TILE_512x32;
 constexpr std::uint32_t k64x128 = CUBLASLT_MATMUL_TILE_64x128;
+constexpr std::uint32_t k128x64 = CUBLASLT_MATMUL_TILE_128x64;
 
 TEST(MatmulTileChoice, TileShapesComeFromTheEnumsNames) {
   const auto square = tile_shape(k128x128);
@@ -54,6 +55,7 @@ TEST(MatmulTileChoice, KeepsTheFirstPickWithoutANarrowerTileOfItsKernel) {
   EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {54, k256x64, 1}}), 0u);
   EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {55, k256x64, 5}}), 0u);
   EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {55, k64x128, 1}}), 0u);
+  EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {55, k128x64, 1}}), 0u) << "narrower but half the area";
   EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {55, k64x256, 1}}), 0u);
   EXPECT_EQ(narrower_along_varying_columns({{55, k256x64, 1}, {55, k128x128, 1}}), 0u);
   EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}}), 0u);
@@ -61,7 +63,9 @@ TEST(MatmulTileChoice, KeepsTheFirstPickWithoutANarrowerTileOfItsKernel) {
 
 TEST(MatmulTileChoice, AnUnknownTileKeepsTheFirstPick) {
   EXPECT_EQ(narrower_along_varying_columns({{55, CUBLASLT_MATMUL_TILE_UNDEFINED, 1}, {55, k256x64, 1}}), 0u);
-  EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {55, CUBLASLT_MATMUL_TILE_UNDEFINED, 1}}), 0u);
+  // An unknown tile among the candidates is passed over, not taken, and does not end the search.
+  EXPECT_EQ(narrower_along_varying_columns({{55, k128x128, 1}, {55, CUBLASLT_MATMUL_TILE_UNDEFINED, 1}, {55, k256x64, 1}}),
+            2u);
 }
 
 TEST(MatmulTileChoice, NoCandidateIsAnError) {
