@@ -243,7 +243,8 @@ SourceSeen SourceSeen::of(const at::Tensor& tensor) {
   seen.impl = tensor.unsafeGetTensorImpl();
   seen.data = tensor.has_storage() ? tensor.storage().data() : nullptr;
   seen.tracked = !tensor.is_inference();
-  if (seen.tracked) seen.version = tensor._version();
+  // Tensor::_version() reads the same counter through the autograd hooks' virtual call.
+  if (seen.tracked) seen.version = tensor.unsafeGetTensorImpl()->version_counter().current_version();
   return seen;
 }
 

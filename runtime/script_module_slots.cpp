@@ -22,6 +22,17 @@ void ScriptModuleSlots::record(const c10::intrusive_ptr<c10::ivalue::Object>& ob
   }
 }
 
+namespace {
+
+// A tensor by its TensorImpl, inline: IValue::isSameIdentity is a call out of line, and this runs
+// for every parameter and buffer of every call. Anything else as IValue::isSameIdentity compares it.
+bool same_identity(const c10::IValue& now, const c10::IValue& held) {
+  if (now.isTensor() && held.isTensor()) return now.unsafeToTensorImpl() == held.unsafeToTensorImpl();
+  return now.isSameIdentity(held);
+}
+
+}  // namespace
+
 bool ScriptModuleSlots::unchanged() const {
   if (!recorded_) return false;
   // An attribute added to a module adds a slot to its object; its slot count is read without the
@@ -30,7 +41,7 @@ bool ScriptModuleSlots::unchanged() const {
     if (shape.object->slots().size() != shape.attributes) return false;
   }
   for (const auto& slot : slots_) {
-    if (!slot.object->getSlot(slot.index).isSameIdentity(slot.held)) return false;
+    if (!same_identity(slot.object->getSlot(slot.index), slot.held)) return false;
   }
   return true;
 }
