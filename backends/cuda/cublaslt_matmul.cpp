@@ -183,7 +183,6 @@ struct CachedMatmul {
   Layout first, second, out;
   cublasLtMatmulAlgo_t algo{};
   std::size_t workspace_bytes = 0;
-  bool narrower_tile = false;  // the choice for varying columns took a narrower tile than the first pick's
   std::mutex mutex;
 };
 
@@ -198,15 +197,20 @@ std::uint64_t workspace_budget(const Problem& problem) {
                                 matrix_bytes(problem, problem.second));
 }
 
-std::optional<std::int32_t> split_k(const cublasLtMatmulAlgo_t& algo) {
-  std::int32_t splits = 0;
+// One of `algo`'s configuration attributes, as wide as cuBLASLt documents it, or nullopt.
+template <typename T>
+std::optional<T> config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  T value{};
   std::size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
-          CUBLAS_STATUS_SUCCESS ||
-      written != sizeof(splits)) {
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS ||
+      written != sizeof(value)) {
     return std::nullopt;
   }
-  return splits;
+  return value;
+}
+
+std::optional<std::int32_t> split_k(const cublasLtMatmulAlgo_t& algo) {
+  return config_value<std::int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
 }
 
 // The alignment D's preference states: the bias's, where that is less (see heuristic_picks).
@@ -233,6 +237,22 @@ bool within_alignment(const cublasLtMatmulAlgo_t& algo, const Problem& problem) 
   return true;
 }
 
+// `algo` with the workspace it needs, where cuBLASLt accepts it for these descriptors within
+// `budget` and these pointers' alignment: an algorithm not straight from the heuristic
+// (reconfigured, or chosen for other sizes) is only used so.
+std::optional<cublasLtMatmulHeuristicResult_t> accepted(cublasLtHandle_t handle, const Problem& problem,
+                                                        const CachedMatmul& cached, const cublasLtMatmulAlgo_t& algo,
+                                                        std::uint64_t budget) {
+  cublasLtMatmulHeuristicResult_t checked{};
+  checked.algo = algo;
+  if (cublasLtMatmulAlgoCheck(handle, cached.desc.get(), cached.first.get(), cached.second.get(), cached.out.get(),
+                              cached.out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+      checked.workspaceSize > budget || !within_alignment(checked.algo, problem)) {
+    return std::nullopt;
+  }
+  return checked;
+}
+
 // The heuristic's pick with fewer split-K splits, the most whose partial sums fit `budget`, when
 // cuBLASLt accepts one for these descriptors and these pointers' alignment. Measured on the H200
 // (BERT-base b1 float32) this keeps the pick's tile and most of its speed: a heuristic query under
@@ -245,15 +265,12 @@ std::optional<cublasLtMatmulHeuristicResult_t> fewer_splits(cublasLtHandle_t han
   const auto splits = split_k(pick.algo);
   if (!splits) return std::nullopt;
   for (std::int32_t s = *splits - 1; s >= 2; --s) {
-    cublasLtMatmulHeuristicResult_t checked{};
-    checked.algo = pick.algo;
-    if (cublasLtMatmulAlgoConfigSetAttribute(&checked.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof(s)) !=
-            CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulAlgoCheck(handle, cached.desc.get(), cached.first.get(), cached.second.get(), cached.out.get(),
-                                cached.out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS) {
+    auto algo = pick.algo;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof(s)) !=
+        CUBLAS_STATUS_SUCCESS) {
       continue;
     }
-    if (checked.workspaceSize <= budget && within_alignment(checked.algo, problem)) return checked;
+    if (auto checked = accepted(handle, problem, cached, algo, budget)) return checked;
   }
   return std::nullopt;
 }
@@ -292,17 +309,6 @@ std::optional<cublasLtMatmulHeuristicResult_t> heuristic_pick(cublasLtHandle_t h
   const auto picks = heuristic_picks(handle, problem, cached, max_workspace, 1);
   if (picks.empty()) return std::nullopt;
   return picks.front();
-}
-
-template <typename T>
-std::optional<T> config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
-  T value{};
-  std::size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS ||
-      written != sizeof(value)) {
-    return std::nullopt;
-  }
-  return value;
 }
 
 // What the tile choice reads of a candidate; one whose configuration cannot be read gets no tile,
@@ -359,26 +365,24 @@ std::unique_ptr<CachedMatmul> describe(const Problem& problem) {
 std::unique_ptr<CachedMatmul> reuse_algorithm(cublasLtHandle_t handle, const Problem& problem,
                                               const cublasLtMatmulAlgo_t& algo) {
   auto cached = describe(problem);
-  cublasLtMatmulHeuristicResult_t checked{};
-  checked.algo = algo;
-  if (cublasLtMatmulAlgoCheck(handle, cached->desc.get(), cached->first.get(), cached->second.get(), cached->out.get(),
-                              cached->out.get(), &checked.algo, &checked) != CUBLAS_STATUS_SUCCESS ||
-      checked.workspaceSize > workspace_budget(problem) || !within_alignment(checked.algo, problem)) {
-    return nullptr;
-  }
-  cached->algo = checked.algo;
-  cached->workspace_bytes = checked.workspaceSize;
+  const auto checked = accepted(handle, problem, *cached, algo, workspace_budget(problem));
+  if (!checked) return nullptr;
+  cached->algo = checked->algo;
+  cached->workspace_bytes = checked->workspaceSize;
   return cached;
 }
 
-std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem, bool columns_vary) {
+// `narrower`, given, says whether the choice for varying columns took a narrower tile.
+std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Problem& problem, bool columns_vary,
+                                               bool* narrower = nullptr) {
   auto cached = describe(problem);
 
   // The heuristic's first pick with cuBLAS's recommended offer (where the output's columns vary, its
   // pick narrower along them: matmul_tile_choice.h); when its workspace is over the budget
   // (matmul_workspace_bound.h), the same kernel with fewer splits, else the heuristic's pick under
   // the budget, else (no algorithm fits) the first pick: a larger peak, never a failed product.
-  const auto first = columns_vary ? varying_columns_pick(handle, problem, *cached, cached->narrower_tile)
+  bool took_narrower = false;
+  const auto first = columns_vary ? varying_columns_pick(handle, problem, *cached, took_narrower)
                                   : heuristic_pick(handle, problem, *cached, kMaxMatmulWorkspaceBytes);
   if (!first) {
     throw std::runtime_error(fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for {}", problem.key()));
@@ -389,12 +393,13 @@ std::unique_ptr<CachedMatmul> choose_algorithm(cublasLtHandle_t handle, const Pr
     chosen = fewer_splits(handle, problem, *cached, *first, budget);
     if (!chosen) {
       chosen = heuristic_pick(handle, problem, *cached, budget);
-      if (chosen) cached->narrower_tile = false;  // another kernel, whatever its tile
+      if (chosen) took_narrower = false;  // another kernel, whatever its tile
     }
     if (!chosen) chosen = first;
   }
   cached->algo = chosen->algo;
   cached->workspace_bytes = chosen->workspaceSize;
+  if (narrower != nullptr) *narrower = took_narrower;
   return cached;
 }
 
@@ -484,8 +489,8 @@ MatmulHistory::~MatmulHistory() = default;
 struct CublasLtMatmul::State {
   cublasLtHandle_t handle = nullptr;
   mutable std::mutex mutex;  // guards everything below and the MatmulHistory of every launch
-  // By Problem::key(), and " | varying" for a choice for varying columns.
-  std::map<std::string, std::unique_ptr<CachedMatmul>> cache;
+  // By Problem::key() and whether the choice is for varying columns.
+  std::map<std::pair<std::string, bool>, std::unique_ptr<CachedMatmul>> cache;
   std::size_t varying_choices = 0;
   std::size_t narrower = 0;
   std::size_t reused = 0;
@@ -493,11 +498,11 @@ struct CublasLtMatmul::State {
   CachedMatmul& cached(const Problem& problem, MatmulHistory* history) {
     std::lock_guard<std::mutex> lock(mutex);
     const bool vary = history != nullptr && columns_vary(*history->state_, problem.out.cols);
-    const auto key = vary ? problem.key() + " | varying" : problem.key();
+    auto key = std::make_pair(problem.key(), vary);
     auto it = cache.find(key);
     if (it == cache.end()) {
       auto chosen = vary ? choose_varying(problem, *history->state_) : choose_algorithm(handle, problem, false);
-      it = cache.emplace(key, std::move(chosen)).first;
+      it = cache.emplace(std::move(key), std::move(chosen)).first;
     }
     if (vary && !history->state_->varying_algorithm) history->state_->varying_algorithm = it->second->algo;
     return *it->second;
@@ -519,8 +524,9 @@ struct CublasLtMatmul::State {
         return cached;
       }
     }
-    auto cached = choose_algorithm(handle, problem, true);
-    narrower += cached->narrower_tile ? 1 : 0;
+    bool took_narrower = false;
+    auto cached = choose_algorithm(handle, problem, true, &took_narrower);
+    narrower += took_narrower ? 1 : 0;
     return cached;
   }
 
