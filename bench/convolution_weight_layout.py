@@ -9,6 +9,11 @@ bytes (the bound any faster transpose kernel meets). The profile of 2026-11-30 (
 the 02:57 run's section) read 0.071 ms a call of such copies; this says which of them to remove
 and how. Prints a Markdown table in microseconds, and the sums over the sixteen.
 
+Device time only, as in a graphed plan: each way is captured in one CUDA graph over enough distinct
+weights (the same shape) that they pass L2 (50 MB on an H200; a call of the network streams its
+100 MB of float32 weights from memory), and the graph's replays are timed. Timed call by call, as
+the first form of this probe did, every row read the host's ~12 us of Python and dispatch.
+
     python3 bench/convolution_weight_layout.py [--batch 1] [--dtype float32|float16]
 
 TF32 stays off, as in the benchmark suite's float32 rows."""
@@ -16,7 +21,6 @@ import argparse
 
 import torch
 
-from fused_convolution import microseconds  # the same timing: back-to-back calls between CUDA events
 
 # (in channels, out channels, stride, input height and width, how many) of ResNet-50's 3x3
 # convolutions, in network order.
@@ -41,14 +45,43 @@ def row(cin, cout, stride, size, batch, dtype):
     for got in (conv(x_cl, w_cl)(), conv(x_cl, w)()):
         scale = want.abs().max().item()
         assert (got - want).abs().max().item() <= tolerance * scale, "a layout changed the convolution's result"
-    reps = 200
+    # Enough distinct weights that a graph of them reads from memory, as the network does.
+    count = max(4, min(1024, -(-L2_PASSING_BYTES // (w.numel() * w.element_size()))))
+    ws = [torch.randn_like(w) for _ in range(count)]
+    ws_cl = [v.contiguous(memory_format=channels_last) for v in ws]
     return {
-        "conv, weight channels-last": microseconds(conv(x_cl, w_cl), reps),
-        "weight copy alone": microseconds(lambda: w.contiguous(memory_format=channels_last), reps),
-        "conv, weight NCHW (now)": microseconds(conv(x_cl, w), reps),
-        "conv, all NCHW (eager)": microseconds(conv(x, w), reps),
-        "plain copy of the weight": microseconds(lambda: w.clone(), reps),
+        "conv, weight channels-last": graphed_microseconds([conv(x_cl, v) for v in ws_cl]),
+        "weight copy alone": graphed_microseconds([lambda v=v: v.contiguous(memory_format=channels_last) for v in ws]),
+        "conv, weight NCHW (now)": graphed_microseconds([conv(x_cl, v) for v in ws]),
+        "conv, all NCHW (eager)": graphed_microseconds([conv(x, v) for v in ws]),
+        "plain copy of the weight": graphed_microseconds([lambda v=v: v.clone() for v in ws]),
     }
+
+
+L2_PASSING_BYTES = 150 << 20  # three times an H200's L2
+
+
+def graphed_microseconds(fns, replays=10):
+    """Device microseconds per call of `fns` (one each, in order), captured as one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch.cuda.graphs asks
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for fn in fns:
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / (replays * len(fns)) * 1000
 
 
 def main():
