@@ -40,42 +40,6 @@ std::vector<int> memory_order(const ir::TensorType& out, std::size_t rank) {
   return order;
 }
 
-// Whether `type` is row-major and dense, size-1 dimensions' strides aside.
-bool row_major(const ir::TensorType& type) {
-  std::int64_t expected = 1;
-  for (std::size_t d = type.sizes.size(); d-- > 0;) {
-    if (type.sizes[d] != 1 && type.strides[d] != expected) return false;
-    expected *= type.sizes[d];
-  }
-  return true;
-}
-
-// A relayout: the shape operand is laid out otherwise (channels-last, say) and an input of its
-// shape is row-major. Iterating in the output's memory order, consecutive threads read that input
-// at a stride (9 elements for a 3x3 convolution's weight copied channels-last), and the other
-// elements of each line it reads are read by threads of other blocks, so each line crosses from L2
-// once per element (ATen's copy of ResNet-50's sixteen 3x3 weights took 0.071 ms on an H200, the
-// same bytes copied plainly 0.045). Instead the kernel iterates in row-major order, and each
-// thread walks the `run` elements after the output's innermost dimension (the 9 of a 3x3 kernel):
-// a warp's reads of one step fill the lines its next steps read from L1, and at each step
-// consecutive threads write consecutive elements. Returns that dimension (of the right-aligned
-// rank-`rank` space), or -1 where no input is row-major over the shape, or the run is not between
-// 2 and kLongestRun elements (a longer run keeps a thread's lines alive too long).
-constexpr std::int64_t kLongestRun = 64;
-
-int relayout_run_dimension(const ir::Graph& group, const ir::TensorType& shape_type, const std::vector<int>& order) {
-  const bool source = std::any_of(group.inputs.begin(), group.inputs.end(), [&](int id) {
-    const auto& type = group.value(id).type;
-    return type.sizes == shape_type.sizes && row_major(type);
-  });
-  if (!source || order.empty()) return -1;
-  const std::size_t offset = order.size() - shape_type.sizes.size();
-  const int innermost = order.back();
-  std::int64_t run = 1;
-  for (std::size_t d = static_cast<std::size_t>(innermost) + 1; d < order.size(); ++d) run *= shape_type.sizes[d - offset];
-  return run >= 2 && run <= kLongestRun ? innermost : -1;
-}
-
 // `type` right-aligned into `order.size()` dimensions (leading ones of size 1) and permuted.
 ir::TensorType in_order(const ir::TensorType& type, const std::vector<int>& order) {
   const std::size_t rank = order.size();
@@ -144,16 +108,9 @@ class Generator {
     kernel_.shape_operand = static_cast<int>(group_.inputs.size() + largest);
     const std::size_t rank = std::max<std::size_t>(shape_type.sizes.size(), 1);
     auto order = memory_order(shape_type, rank);
+    shape_ = in_order(shape_type, order).sizes;
     bool identity = true;
     for (std::size_t d = 0; d < order.size(); ++d) identity = identity && order[d] == static_cast<int>(d);
-    if (!identity) {
-      kernel_.run_dimension = relayout_run_dimension(group_, shape_type, order);
-      if (kernel_.run_dimension >= 0) {
-        for (std::size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
-        identity = true;
-      }
-    }
-    shape_ = in_order(shape_type, order).sizes;
     if (!identity) kernel_.order = order;
     for (int id : group_.inputs) operands_.push_back(classify(group_, id, shape_, order));
     for (int id : group_.outputs) {
@@ -232,9 +189,8 @@ class Generator {
       operands.push_back(fmt::format("{}/{}{}/{:x}", ir::dtype_name(op.dtype), class_name(op.cls),
                                      op.axis >= 0 ? std::to_string(op.axis) : "", op.broadcast_mask));
     }
-    const std::string runs = kernel_.run_dimension >= 0 ? fmt::format(" | runs after {}", kernel_.run_dimension) : "";
-    return fmt::format("zenith-elementwise v{} | rank {} | index{} | vec {}{} | in {} out {} | {} | {}",
-                       kElementwiseCodegenVersion, shape_.size(), kernel_.index64 ? 64 : 32, kernel_.vector_width, runs,
+    return fmt::format("zenith-elementwise v{} | rank {} | index{} | vec {} | in {} out {} | {} | {}",
+                       kElementwiseCodegenVersion, shape_.size(), kernel_.index64 ? 64 : 32, kernel_.vector_width,
                        group_.inputs.size(), group_.outputs.size(), fmt::join(operands, " "), fmt::join(key_ops_, " "));
   }
 
@@ -388,24 +344,9 @@ class Generator {
     code += "  Index start = first;\n";
     code += axis_strides_code();
     code += vector_loop();
-    if (kernel_.run_dimension >= 0) return code + run_loop() + "}\n";
     code += "  for (Index i = start; i < numel; i += step) {\n";
     code += body("i");
     code += "  }\n}\n";
-    return code;
-  }
-
-  // A relayout's loop (relayout_run_dimension): each thread walks one run of consecutive
-  // elements, the product of the sizes after the run dimension.
-  std::string run_loop() const {
-    std::string code = "  const Index run = (Index)1";
-    for (std::size_t d = static_cast<std::size_t>(kernel_.run_dimension) + 1; d < shape_.size(); ++d) {
-      code += fmt::format(" * (Index)p.sizes[{}]", d);
-    }
-    code += ";\n  const Index runs = numel / run;\n";
-    code += "  for (Index r = first; r < runs; r += step) {\n    for (Index i = r * run; i < (r + 1) * run; ++i) {\n";
-    code += body("i");
-    code += "    }\n  }\n";
     return code;
   }
 

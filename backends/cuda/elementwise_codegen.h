@@ -59,11 +59,6 @@ struct ElementwiseKernel {
   /// (right-aligned) tensors, the shape operand's memory order; empty when that is row-major. The
   /// code is the same for every order, so groups of one key share it; launches apply their own.
   std::vector<int> order;
-  /// A relayout (an input of the output's shape is row-major, the output is not, as a weight copied
-  /// channels-last): the kernel iterates in row-major order, each thread over one run of the
-  /// elements after this dimension (of the kernel's index space, their product being the run),
-  /// and a launch has one thread a run. -1: one element a thread, in `order`.
-  int run_dimension = -1;
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),

@@ -58,12 +58,7 @@ LaunchConfig elementwise_launch(const ElementwiseKernel& kernel, const std::vect
   const std::int64_t numel = config.words[0];
   if (numel == 0) return config;
   const bool vector_path = takes_vector_path(kernel, config.words[1]);
-  std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
-  if (kernel.run_dimension >= 0) {  // one thread a run: the elements after the run dimension
-    std::int64_t run = 1;
-    for (int d = kernel.run_dimension + 1; d < kernel.rank; ++d) run *= config.words[2 + static_cast<std::size_t>(d)];
-    work = numel / run;
-  }
+  const std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
   config.threads = kElementwiseThreads;
   config.blocks = grid_stride_blocks(work, kElementwiseThreads, multiprocessors);
   return config;

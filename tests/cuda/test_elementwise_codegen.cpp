@@ -255,42 +255,6 @@ TEST(ElementwiseCodegen, ChannelsLastIteratesInMemoryOrder) {
   EXPECT_TRUE(takes_vector_path(kernel, words[1])) << "8 channels innermost: vectors of 8 start at channel 0";
 }
 
-// A relayout: a row-major [O, I, KH, KW] weight scaled per output channel and written
-// channels-last, as the convolution epilogue folds a batch norm at every call. The kernel keeps
-// row-major order (the weight is read in memory order) and each thread walks the KH x KW elements
-// after the input-channel dimension, writing one element per step where its neighbours write the
-// next ones. Where that run is long (a 16 x 16 image), the kernel iterates in the output's order.
-ir::Graph relayout_group(std::vector<std::int64_t> sizes) {
-  GraphBuilder b;
-  int w = b.input(sizes, at::kFloat);
-  int scale = b.input({sizes[0], 1, 1, 1}, at::kFloat);
-  int t = b.op("aten::mul", "Tensor", {value("self", w), value("other", scale)});
-  int y = b.op("aten::clone", "", {value("self", t), scalar("memory_format", static_cast<std::int64_t>(at::MemoryFormat::ChannelsLast))});
-  return on_cuda(b.finish({y}));
-}
-
-TEST(ElementwiseCodegen, ARelayoutWalksRunsInTheInputsOrder) {
-  const auto group = relayout_group({8, 4, 3, 3});
-  ASSERT_EQ(group.value(group.outputs.front()).type.strides, (std::vector<std::int64_t>{36, 1, 12, 4}));
-  auto kernel = generate_or_fail(group);
-  EXPECT_EQ(kernel.run_dimension, 1) << "runs of the 3 x 3 elements after the input channels";
-  EXPECT_TRUE(kernel.order.empty()) << "row-major: the weight's order";
-  ASSERT_EQ(kernel.classes.size(), 3u);
-  EXPECT_EQ(kernel.classes[0], OperandClass::Contiguous);  // the weight
-  EXPECT_EQ(kernel.classes[1], OperandClass::Axis);        // the scale, along the output channels
-  EXPECT_EQ(kernel.classes[2], OperandClass::Strided);     // the channels-last copy
-  EXPECT_FALSE(kernel.vectorized);
-  EXPECT_NE(kernel.key.find("runs after 1"), std::string::npos) << kernel.key;
-  EXPECT_NE(kernel.source.find("const Index run ="), std::string::npos);
-  expect_compiles(kernel);
-
-  auto image = generate_or_fail(relayout_group({2, 3, 16, 16}));
-  EXPECT_EQ(image.run_dimension, -1) << "a run of 256 elements";
-  EXPECT_EQ(image.order, (std::vector<int>{0, 2, 3, 1}));
-  EXPECT_EQ(image.key.find("runs after"), std::string::npos);
-  expect_compiles(image);
-}
-
 // The vector path reads an axis operand once per vector (a non-innermost axis) or V consecutive
 // elements of it (an innermost one): only sizes that keep vectors aligned to the axis take it.
 TEST(ElementwiseCodegen, AxisOperandsTakeTheVectorPathOnlyWhereTheSizesAllowIt) {
