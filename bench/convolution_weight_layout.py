@@ -21,6 +21,7 @@ import argparse
 
 import torch
 
+L2_PASSING_BYTES = 150 << 20  # three times an H200's L2: a graph over this many bytes reads from memory
 
 # (in channels, out channels, stride, input height and width, how many) of ResNet-50's 3x3
 # convolutions, in network order.
@@ -56,9 +57,6 @@ def row(cin, cout, stride, size, batch, dtype):
         "conv, all NCHW (eager)": graphed_microseconds([conv(x, v) for v in ws]),
         "plain copy of the weight": graphed_microseconds([lambda v=v: v.clone() for v in ws]),
     }
-
-
-L2_PASSING_BYTES = 150 << 20  # three times an H200's L2
 
 
 def graphed_microseconds(fns, replays=10):
