@@ -53,6 +53,11 @@ struct Node {
   /// Dynamic shapes: an integer argument depends on a symbolic dimension (it differed between
   /// captures at different sizes). Such a node runs at every call: constant folding leaves it.
   bool size_dependent = false;
+  /// Reads parameters and buffers alone, yet runs at every call: its result is too large to keep
+  /// between calls (a convolution's weight folded with its batch norm where the plan keeps no copy
+  /// of it, passes/convolution_epilogue.h). Derived values (runtime/derived_values.h) and constant
+  /// folding leave it.
+  bool per_call = false;
 
   /// Rewrites every tensor value id this node reads through `rename`.
   void rename_inputs(const std::function<int(int)>& rename);

@@ -23,6 +23,7 @@ void CastCopies::run(ir::Graph& graph, PassReport& report) {
                  {"memory_format", ir::NoneArg{}}};
     copy.outputs = node.outputs;
     copy.size_dependent = node.size_dependent;
+    copy.per_call = node.per_call;
     node = std::move(copy);
     ++rewritten;
   }

@@ -6,7 +6,8 @@
 // ATen keeps the layout it is given. In inference the weights' copies read parameters alone: the
 // plan keeps them between calls (runtime/derived_values.h), and so a weight large against the
 // activation its convolution writes gets no copy (passes/kept_weight_copies.h): ATen's convolution
-// then lays it out channels-last for that call, as eager's does.
+// then lays it out channels-last for that call, as eager's does, unless the convolution epilogue
+// folds its batch norm into a per-call copy of its own (passes/convolution_epilogue.h).
 #pragma once
 
 #include <limits>

@@ -35,7 +35,9 @@ void CommonSubexpressionElimination::run(ir::Graph& graph, PassReport& report) {
     if (pure) {
       auto [it, inserted] = seen.emplace(node_key(node), kept.size());
       if (!inserted) {
-        const auto& earlier = kept[it->second];
+        auto& earlier = kept[it->second];
+        // One of them too large to keep between calls: so is the value they share.
+        earlier.per_call = earlier.per_call || node.per_call;
         for (std::size_t r = 0; r < node.outputs.size(); ++r) remap[node.outputs[r]] = earlier.outputs[r];
         ++merged;
         continue;

@@ -13,8 +13,9 @@ void ConstantFolding::run(ir::Graph& graph, PassReport& report) {
   std::int64_t folded = 0, skipped_large = 0;
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
     auto& node = graph.nodes[i];
-    // A size-dependent node's arguments change with the sizes a symbolic plan serves.
-    bool foldable = !effects.node_has_effect[i] && !node.size_dependent;
+    // A size-dependent node's arguments change with the sizes a symbolic plan serves; a per-call
+    // node's result is too large to keep.
+    bool foldable = !effects.node_has_effect[i] && !node.size_dependent && !node.per_call;
     for (int id : node.input_ids()) {
       foldable = foldable && graph.value(id).role == ir::ValueRole::Constant && !effects.value_mutable[id];
     }

@@ -4,6 +4,8 @@
 #include <optional>
 #include <set>
 
+#include <c10/core/MemoryFormat.h>
+
 #include "core/convolution_relu.h"
 #include "core/convolution_scale_relu.h"
 #include "core/node_arguments.h"
@@ -33,9 +35,10 @@ bool is_fusable_convolution(const ir::Graph& graph, const ir::Node& node, bool c
          (!cuda_only || x.device.is_cuda());
 }
 
-// How a matched tail is rewritten: over a folded weight copy (zenith::convolution_relu) or with
-// the batch norm as a per-channel scale and shift in the epilogue (zenith::convolution_scale_relu).
-enum class EpilogueForm { FoldedWeight, ScaleAndShift };
+// How a matched tail is rewritten: over a folded weight copy the plan keeps, or one it folds and
+// lays out channels-last at every call (zenith::convolution_relu), or with the batch norm as a
+// per-channel scale and shift in the epilogue (zenith::convolution_scale_relu).
+enum class EpilogueForm { FoldedWeight, FoldedEachCall, ScaleAndShift };
 
 // The largest weight, in elements a result element, for which cuDNN's fused graph of conv, scale,
 // shift, add and ReLU ran at least as fast as the convolution alone plus 2.3 us (the batch norm's
@@ -197,12 +200,20 @@ class Fold {
       } else {
         const int column =
             emit("aten::view", "", {ref("self", scale), {"size", std::vector<std::int64_t>{channels, 1, 1, 1}}});
+        // Folded at every call, the weight's nodes are marked so (ir::Node::per_call) and write it
+        // channels-last: one elementwise kernel reads the weight and writes the copy the
+        // convolution reads, where ATen's convolution would have laid the weight out anew itself.
+        each_call_ = form == EpilogueForm::FoldedEachCall;
         int folded_weight = emit("aten::mul", "Tensor", {ref("self", wide(weight)), ref("other", column)});
-        int folded_bias = shift;
-        if (dtype != c10::kFloat) {
-          folded_weight = cast(folded_weight, dtype);
-          folded_bias = cast(folded_bias, dtype);
+        if (dtype != c10::kFloat) folded_weight = cast(folded_weight, dtype);
+        if (each_call_) {
+          folded_weight =
+              emit("aten::clone", "",
+                   {ref("self", folded_weight),
+                    {"memory_format", static_cast<std::int64_t>(c10::MemoryFormat::ChannelsLast)}});
         }
+        each_call_ = false;
+        const int folded_bias = dtype != c10::kFloat ? cast(shift, dtype) : shift;
         out = emit(ir::kConvolutionReluOp, "",
                    {ir::copy_arg(conv, "input"), ref("weight", folded_weight), ref("bias", folded_bias), residual,
                     ir::copy_arg(conv, "stride"), ir::copy_arg(conv, "padding"), ir::copy_arg(conv, "dilation"),
@@ -238,6 +249,7 @@ class Fold {
   }
 
   int emit(ir::Node made) {
+    made.per_call = each_call_;
     const int id = type_result(graph_, meta_, made);
     nodes_.push_back(std::move(made));
     return id;
@@ -250,12 +262,13 @@ class Fold {
   MetaValues meta_;
   std::vector<ir::Node> nodes_;
   int result_ = -1;
+  bool each_call_ = false;  // the nodes emitted now make the weight folded at every call
 };
 
 }  // namespace
 
 void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
-  std::int64_t fused = 0, with_residual = 0, scaled = 0, too_large = 0;
+  std::int64_t fused = 0, with_residual = 0, scaled = 0, each_call = 0, too_large = 0;
   std::vector<Match> matches;
   {
     const Matcher matcher(graph, cuda_only_);
@@ -274,16 +287,23 @@ void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
       const auto& conv = graph.nodes[static_cast<std::size_t>(match.conv)];
       const auto& input = graph.value(ir::tensor_arg(conv, "input")).type;
       const auto* residual = match.residual >= 0 ? &graph.value(match.residual).type : nullptr;
-      if (!scaled_epilogue_pays(input, weight, residual, result)) {
+      if (scaled_epilogue_pays(input, weight, residual, result)) {
+        form = EpilogueForm::ScaleAndShift;
+      } else if (laid_out_channels_last(input) && !laid_out_channels_last(weight)) {
+        // The convolution would copy this weight channels-last at every call anyway: folding
+        // the batch norm into that copy reads and writes the same bytes, and saves the batch
+        // norm's and the ReLU's passes over the result.
+        form = EpilogueForm::FoldedEachCall;
+      } else {
         ++too_large;
         continue;
       }
-      form = EpilogueForm::ScaleAndShift;
     }
     Fold fold(graph, match);
     auto nodes = fold.build(form);
     if (!nodes) continue;
     scaled += form == EpilogueForm::ScaleAndShift;
+    each_call += form == EpilogueForm::FoldedEachCall;
     replaced[graph.nodes[static_cast<std::size_t>(match.relu)].outputs.front()] = fold.result();
     replacement_at[match.relu] = std::move(*nodes);
     for (int index : {match.conv, match.norm, match.add}) {
@@ -308,6 +328,7 @@ void ConvolutionEpilogue::run(ir::Graph& graph, PassReport& report) {
   report.counters["fused"] = fused;
   report.counters["with_residual"] = with_residual;
   report.counters["scaled"] = scaled;
+  report.counters["folded_each_call"] = each_call;
   report.counters["weight_too_large"] = too_large;
 }
 

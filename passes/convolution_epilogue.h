@@ -22,8 +22,19 @@
 // becomes one zenith::convolution_scale_relu (core/convolution_scale_relu.h) instead: the
 // convolution over the weight as it is, the batch norm as a float32 scale and shift per output
 // channel (derived values of a few bytes a channel), which cuDNN applies in the convolution's
-// epilogue with the residual add and the ReLU. Otherwise the batch norm stays, and runs after the
-// convolution as an elementwise kernel.
+// epilogue with the residual add and the ReLU. Elsewhere, where the input is channels-last and the
+// weight is not (ATen's convolution would copy the weight channels-last at every call: the
+// channels-last rewrite keeps no copy of it, passes/channels_last_convolutions.h), the weight is
+// folded at every call instead (ir::Node::per_call): one elementwise kernel multiplies it by the
+// scale and writes it channels-last, reading and writing the bytes ATen's copy does, and the
+// batch norm's and ReLU's passes over the result are gone; the scale and the folded bias stay
+// kept. What that can win: ResNet-50 b1 float32 on an H200 ran in 0.543 ms with every fold kept
+// (ZENITH_KEPT_WEIGHT_FRACTION=inf, a 125-MB peak) against 0.626 to 0.686 as built
+// (docs/performance.md, the 08:57 run's section). The fold's kernel took 0.105 ms for the sixteen
+// weights in its first form, above ATen's copy (0.071); with the relayout's run loop
+// (backends/cuda/elementwise_codegen.cpp) 0.059, and the call 0.61 ms (docs/performance.md, the
+// 11:00 run's section). Otherwise the batch norm stays, and runs after the convolution as an
+// elementwise kernel.
 #pragma once
 
 #include <limits>
@@ -43,9 +54,10 @@ class ConvolutionEpilogue : public Pass {
   std::string name() const override { return "fuse_convolution_epilogue"; }
   /// Counters "fused" (convolutions whose batch norm and ReLU became one op with them),
   /// "with_residual" (of those, the ones that took a residual add too), "scaled" (of those, the
-  /// ones whose batch norm became a scale and shift rather than a folded weight) and
+  /// ones whose batch norm became a scale and shift rather than a folded weight),
+  /// "folded_each_call" (of those, the ones whose weight is folded at every call, not kept) and
   /// "weight_too_large" (tails that matched and stay as written: their weight too large to keep a
-  /// folded copy of, and the scale-and-shift form not taken).
+  /// folded copy of, and neither other form taken).
   /// A 2-D convolution (_convolution, not transposed, cuDNN enabled, not deterministic) of
   /// float32, float16 or bfloat16 is fused when its one reader is a batch norm in eval mode, whose
   /// one reader is a ReLU or an add (alpha 1, of another tensor of exactly its type) whose one

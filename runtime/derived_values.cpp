@@ -150,7 +150,7 @@ std::shared_ptr<const DerivedValues> DerivedValues::of(std::shared_ptr<const Pla
     const auto& step = plan->steps[s];
     const bool pure = std::all_of(step.nodes.begin(), step.nodes.end(), [&](int n) {
       const auto& node = graph.nodes[static_cast<std::size_t>(n)];
-      return !effects.node_has_effect[static_cast<std::size_t>(n)] && !node.size_dependent;
+      return !effects.node_has_effect[static_cast<std::size_t>(n)] && !node.size_dependent && !node.per_call;
     });
     const bool from_state = std::all_of(step.inputs.begin(), step.inputs.end(), [&](int id) { return derived_value[id]; });
     const bool writes_input = std::any_of(step.output_aliases.begin(), step.output_aliases.end(), [](int a) { return a >= 0; });

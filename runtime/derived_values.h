@@ -70,7 +70,7 @@ class DerivedValues {
   /// The derived values of `plan`, whose last `state` inputs are parameters and buffers, or null
   /// when it has none. A step is derived when it reads only parameters, buffers, constants and
   /// other derived steps' results, writes nothing in place, draws no random numbers, does not depend
-  /// on sizes, and makes nothing that the caller gets (a result, or a view a result is of) or a
+  /// on sizes, runs no node marked to run at every call (ir::Node::per_call), and makes nothing that the caller gets (a result, or a view a result is of) or a
   /// later step writes. Plans with value checks have none.
   static std::shared_ptr<const DerivedValues> of(std::shared_ptr<const Plan> plan, std::size_t state,
                                                  std::shared_ptr<DerivedValueShare> share);

@@ -19,7 +19,7 @@
 namespace zenith::cuda {
 
 /// Bumped whenever generated code changes for the same key: part of every key.
-constexpr int kElementwiseCodegenVersion = 6;
+constexpr int kElementwiseCodegenVersion = 7;
 
 /// How one operand is laid out against the iteration space; decides its indexing code.
 enum class OperandClass {
@@ -59,6 +59,12 @@ struct ElementwiseKernel {
   /// (right-aligned) tensors, the shape operand's memory order; empty when that is row-major. The
   /// code is the same for every order, so groups of one key share it; launches apply their own.
   std::vector<int> order;
+  /// A relayout (an input of the output's shape is row-major, the output is not, as a weight copied
+  /// channels-last): the kernel iterates in row-major order, each thread over one run of the
+  /// elements after this dimension (of the kernel's index space, their product being the run),
+  /// and a launch has one thread a run (where the run at its sizes is within bounds:
+  /// takes_run_path). -1: one element a thread, in `order`.
+  int run_dimension = -1;
 };
 
 /// Generates the kernel for `group` (a "group" graph whose types are the exact ones of this plan),
@@ -68,7 +74,8 @@ struct ElementwiseKernel {
 std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Graph& group);
 
 /// The kernel's single argument, as 8-byte words: numel, flags (bit 0: every pointer is 16-byte
-/// aligned; bit 1: every Axis operand fits the vector path at these sizes), sizes[rank], then per
+/// aligned; bit 1: every Axis operand fits the vector path at these sizes; bit 2: a relayout's run
+/// is within its bounds at these sizes), sizes[rank], then per
 /// operand its pointer and its
 /// strides[rank] in elements, broadcast dimensions as 0. `operands` are in ElementwiseKernel
 /// order; their shapes must be the plan's.
@@ -76,5 +83,13 @@ std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const 
 
 /// Whether a launch with these packed `flags` (pack_arguments' second word) runs the vector path.
 bool takes_vector_path(const ElementwiseKernel& kernel, std::int64_t flags);
+
+/// A relayout kernel's run at a launch: the product of the sizes after its run dimension, from
+/// pack_arguments' words.
+std::int64_t relayout_run(const ElementwiseKernel& kernel, const std::vector<std::int64_t>& words);
+
+/// Whether a launch with these packed `flags` walks runs (flags bit 2: a relayout kernel whose run
+/// at these sizes is within its bounds), one thread a run; else one thread an element.
+bool takes_run_path(const ElementwiseKernel& kernel, std::int64_t flags);
 
 }  // namespace zenith::cuda

@@ -58,7 +58,8 @@ LaunchConfig elementwise_launch(const ElementwiseKernel& kernel, const std::vect
   const std::int64_t numel = config.words[0];
   if (numel == 0) return config;
   const bool vector_path = takes_vector_path(kernel, config.words[1]);
-  const std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
+  std::int64_t work = vector_path ? (numel + kernel.vector_width - 1) / kernel.vector_width : numel;
+  if (takes_run_path(kernel, config.words[1])) work = numel / relayout_run(kernel, config.words);  // a thread a run
   config.threads = kElementwiseThreads;
   config.blocks = grid_stride_blocks(work, kElementwiseThreads, multiprocessors);
   return config;

@@ -111,11 +111,14 @@ struct CompileOptions {
   /// convolution writes; other convolutions read the weight as it is. Their batch norm then runs
   /// after them, or, in float16 and bfloat16 channels-last on CUDA where the weight has at most
   /// 10.5 times the elements of the activation, as a per-channel scale and shift in cuDNN's
-  /// epilogue (zenith::convolution_scale_relu: no copy). The copies cost memory eager never needs
-  /// and pay where the activation is large (the fused epilogue saves a pass over it). At 0.1 the
-  /// bench's ResNet-50 keeps 0.3 MB of copies in float16 at batch 1 (40 MB with every copy) and
-  /// 9.4 MB at batch 64. On an H200 its batch-1 call then peaks where eager's does (float16
-  /// channels-last: 6.5 MB above the weights against eager's 7.5; float32: 13.0 against 13.0); in
+  /// epilogue (zenith::convolution_scale_relu: no copy), or, where the input is channels-last and
+  /// the weight is not (the convolution would copy the weight channels-last at every call), folded
+  /// into that per-call copy by one kernel (the copy is not kept). The copies cost memory eager
+  /// never needs and pay where the activation is large (the fused epilogue saves a pass over
+  /// it). At 0.1 the bench's ResNet-50 keeps 0.3 MB of copies in float16 at batch 1 (40 MB with
+  /// every copy) and 9.4 MB at batch 64. On an H200 its batch-1 call then peaks where eager's
+  /// does (float16 channels-last: 6.5 MB above the weights against eager's 7.5; float32: 13.0
+  /// against 13.0, with and without the per-call folds); in
   /// float16 it took 0.418 to 0.478 ms in eight processes with the scale and shift in cuDNN's
   /// epilogue (torch.compile reduce-overhead 0.508 in the same call), where every copy kept took
   /// 0.391 in another (docs/performance.md has float32 and batch 64).

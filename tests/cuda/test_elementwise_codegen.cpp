@@ -255,6 +255,98 @@ TEST(ElementwiseCodegen, ChannelsLastIteratesInMemoryOrder) {
   EXPECT_TRUE(takes_vector_path(kernel, words[1])) << "8 channels innermost: vectors of 8 start at channel 0";
 }
 
+// A relayout: a row-major [O, I, KH, KW] weight scaled per output channel and written
+// channels-last, as the convolution epilogue folds a batch norm at every call. The kernel keeps
+// row-major order (the weight is read in memory order) and each thread walks the KH x KW elements
+// after the input-channel dimension, writing one element per step where its neighbours write the
+// next ones. Where that run is long (a 16 x 16 image), the kernel iterates in the output's order.
+ir::Graph relayout_group(std::vector<std::int64_t> sizes) {
+  GraphBuilder b;
+  int w = b.input(sizes, at::kFloat);
+  int scale = b.input({sizes[0], 1, 1, 1}, at::kFloat);
+  int t = b.op("aten::mul", "Tensor", {value("self", w), value("other", scale)});
+  int y = b.op("aten::clone", "", {value("self", t), scalar("memory_format", static_cast<std::int64_t>(at::MemoryFormat::ChannelsLast))});
+  return on_cuda(b.finish({y}));
+}
+
+TEST(ElementwiseCodegen, ARelayoutWalksRunsInTheInputsOrder) {
+  const auto group = relayout_group({8, 4, 3, 3});
+  ASSERT_EQ(group.value(group.outputs.front()).type.strides, (std::vector<std::int64_t>{36, 1, 12, 4}));
+  auto kernel = generate_or_fail(group);
+  EXPECT_EQ(kernel.run_dimension, 1) << "runs of the 3 x 3 elements after the input channels";
+  EXPECT_TRUE(kernel.order.empty()) << "row-major: the weight's order";
+  ASSERT_EQ(kernel.classes.size(), 3u);
+  EXPECT_EQ(kernel.classes[0], OperandClass::Contiguous);  // the weight
+  EXPECT_EQ(kernel.classes[1], OperandClass::Axis);        // the scale, along the output channels
+  EXPECT_EQ(kernel.classes[2], OperandClass::Strided);     // the channels-last copy
+  EXPECT_FALSE(kernel.vectorized);
+  EXPECT_NE(kernel.key.find("runs after 1"), std::string::npos) << kernel.key;
+  EXPECT_NE(kernel.source.find("const Index run ="), std::string::npos);
+  // Divisions once a run: the run's leading coordinates; within it a counter steps the 3 x 3.
+  EXPECT_NE(kernel.source.find("if (++q3 == (Index)p.sizes[3]) { q3 = 0; if (++q2 == (Index)p.sizes[2])"),
+            std::string::npos)
+      << kernel.source;
+  expect_compiles(kernel);
+
+  auto image = generate_or_fail(relayout_group({2, 3, 16, 16}));
+  EXPECT_EQ(image.run_dimension, -1) << "a run of 256 elements";
+  EXPECT_EQ(image.order, (std::vector<int>{0, 2, 3, 1}));
+  EXPECT_EQ(image.key.find("runs after"), std::string::npos);
+  expect_compiles(image);
+}
+
+// The float16 fold's own group: the weight widened, scaled in float32, rounded once and written
+// channels-last (four nodes, results t0 to t3, which the run loop's counters must not shadow); and
+// a rank-3 relayout whose output keeps its middle dimension innermost.
+TEST(ElementwiseCodegen, RelayoutsOfEveryGroupShapeCompile) {
+  GraphBuilder b;
+  // A cast as the plan runs it (passes/cast_copies.h rewrites aten::to into this).
+  auto cast = [&](int x, c10::ScalarType dtype) {
+    return b.op("aten::_to_copy", "",
+                {value("self", x), scalar("dtype", static_cast<std::int64_t>(dtype)), testing::none("layout"),
+                 testing::none("device"), testing::none("pin_memory"), {"non_blocking", false},
+                 testing::none("memory_format")});
+  };
+  int w = b.input({16, 8, 3, 3}, at::kHalf);
+  int scale = b.input({16, 1, 1, 1}, at::kFloat);
+  int t = b.op("aten::mul", "Tensor", {value("self", cast(w, at::kFloat)), value("other", scale)});
+  int y = b.op("aten::clone", "",
+               {value("self", cast(t, at::kHalf)),
+                scalar("memory_format", static_cast<std::int64_t>(at::MemoryFormat::ChannelsLast))});
+  auto fold = generate_or_fail(on_cuda(b.finish({y})));
+  EXPECT_EQ(fold.run_dimension, 1);
+  expect_compiles(fold);
+
+  GraphBuilder c;
+  int x = c.input({4, 6, 5}, at::kFloat);
+  auto rank3 = on_cuda(c.finish({c.op("aten::relu", "", {value("self", x)})}));
+  rank3.value(rank3.outputs.front()).type.strides = {30, 1, 6};  // [4, 5, 6] in memory
+  auto kernel = generate_or_fail(rank3);
+  EXPECT_EQ(kernel.run_dimension, 1) << "runs of the 5 elements after the innermost dimension";
+  expect_compiles(kernel);
+}
+
+// The run loop is chosen by the sizes a kernel was generated for, and the kernel serves other
+// sizes: a launch walks runs only where its run is within bounds (flags bit 2), and otherwise
+// takes the element loop, one thread an element.
+TEST(ElementwiseCodegen, ARelayoutWalksRunsOnlyWhereTheLaunchsRunIsShort) {
+  const auto kernel = generate_or_fail(relayout_group({8, 4, 3, 3}));
+  ASSERT_EQ(kernel.run_dimension, 1);
+  using codegen_test::view;
+  auto flags = [&](std::vector<std::int64_t> sizes) {
+    auto w = at::empty(sizes), scale = at::empty({sizes[0], 1, 1, 1});
+    auto out = at::empty_like(w, at::MemoryFormat::ChannelsLast);
+    DLTensor vw = view(w), vs = view(scale), vo = view(out);
+    const auto words = pack_arguments(kernel, {&vw, &vs, &vo});
+    return std::pair{takes_run_path(kernel, words[1]), relayout_run(kernel, words)};
+  };
+  EXPECT_EQ(flags({8, 4, 3, 3}), std::pair(true, std::int64_t{9}));
+  EXPECT_EQ(flags({64, 64, 7, 7}), std::pair(true, std::int64_t{49}));
+  EXPECT_EQ(flags({8, 4, 9, 9}), std::pair(false, std::int64_t{81})) << "a run of 81: the element loop";
+  EXPECT_EQ(flags({8, 4, 1, 1}), std::pair(false, std::int64_t{1})) << "runs of one element";
+  EXPECT_NE(kernel.source.find("if (p.flags & 4)"), std::string::npos);
+}
+
 // The vector path reads an axis operand once per vector (a non-innermost axis) or V consecutive
 // elements of it (an innermost one): only sizes that keep vectors aligned to the axis take it.
 TEST(ElementwiseCodegen, AxisOperandsTakeTheVectorPathOnlyWhereTheSizesAllowIt) {

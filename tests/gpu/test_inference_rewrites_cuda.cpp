@@ -158,14 +158,15 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     auto fast = compile(block, every_copy);
     auto layout = dtype == at::kHalf ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
     // `compiled` against the block on fresh inputs, kCalls calls.
-    auto check_module = [&](auto& compiled, const std::string& when) {
+    auto check_module = [&](auto& compiled, const std::string& when, at::MemoryFormat input_layout) {
       for (int call = 0; call < kCalls; ++call) {
-        auto x = torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype)).contiguous(layout);
+        auto x =
+            torch::randn({4, 16, 12, 12}, torch::TensorOptions().device(kDevice).dtype(dtype)).contiguous(input_layout);
         auto got = compiled(x), want = block->forward(x);
         EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), tolerance(dtype)) << when << ", call " << call;
       }
     };
-    auto check = [&](const std::string& when) { check_module(fast, when); };
+    auto check = [&](const std::string& when) { check_module(fast, when, layout); };
     check("as built");
     const auto report = fast.report();
     // bn1 (before the convolution) as arithmetic; bn2 folded into the convolution, which takes the
@@ -188,14 +189,27 @@ TEST(InferenceRewritesCuda, BatchNormsRunInTheKernelAfterThemAndSeeEveryParamete
     EXPECT_EQ(fast.stats().eager_calls, 0);
     EXPECT_GT(fast.stats().graph_replays, 0);
 
-    // By default the weight is too large against its result to keep a folded copy of: both batch
-    // norms run as arithmetic, and the results are eager's all the same.
+    // By default the weight is too large against its result to keep a folded copy of, and the
+    // convolution would copy it channels-last at every call (its input is channels-last, its
+    // weight not): bn2 is folded into that copy at every call, and the plan keeps only the
+    // per-channel scale and folded bias. Each change is seen at the next call.
+    const auto last = at::MemoryFormat::ChannelsLast;
     auto defaulted = compile(block, no_fallback("block-default"));
-    check_module(defaulted, "with the default kept_weight_fraction");
-    const auto unfolded = defaulted.report();
-    EXPECT_EQ(pass_counter(unfolded, "fuse_convolution_epilogue", "weight_too_large"), 1) << unfolded.to_string();
-    EXPECT_EQ(pass_counter(unfolded, "decompose_batch_norm", "decomposed"), 2) << unfolded.to_string();
-    EXPECT_EQ(defaulted.stats().kept_bytes, 0);
+    check_module(defaulted, "with the default kept_weight_fraction", last);
+    const auto each_call = defaulted.report();
+    EXPECT_EQ(pass_counter(each_call, "fuse_convolution_epilogue", "folded_each_call"), 1) << each_call.to_string();
+    EXPECT_EQ(pass_counter(each_call, "fuse_convolution_epilogue", "weight_too_large"), 0) << each_call.to_string();
+    EXPECT_EQ(pass_counter(each_call, "decompose_batch_norm", "decomposed"), 1) << each_call.to_string();
+    const auto weight_bytes = block->conv->weight.numel() * block->conv->weight.element_size();
+    EXPECT_LT(defaulted.stats().kept_bytes, weight_bytes) << "a copy of the weight was kept";
+    block->conv->weight.mul_(-0.5);
+    check_module(defaulted, "after the weight was updated in place", last);
+    block->bn2->running_var.add_(0.5);
+    check_module(defaulted, "after a statistic was updated in place", last);
+    block->conv->weight.set_data(torch::randn_like(block->conv->weight));
+    check_module(defaulted, "after the weight was replaced", last);
+    EXPECT_EQ(defaulted.stats().eager_calls, 0);
+    EXPECT_GT(defaulted.stats().graph_replays, 0);
   }
 }
 

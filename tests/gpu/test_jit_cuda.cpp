@@ -117,6 +117,32 @@ TEST_F(JitCuda, ChannelsLastRunsInMemoryOrder) {
   }
 }
 
+// A relayout: a row-major weight scaled per output channel and written channels-last (the
+// convolution epilogue's per-call fold). Where the elements after the channels are at most 64
+// (3x3, 7x7, 1x5) each thread walks them in the weight's order (tests/cuda/test_elementwise_codegen.cpp
+// checks the choice); 9x9 iterates in the output's order. Results must be eager's, exactly in
+// float32 (one multiply a value either way) and within a rounding in float16.
+TEST_F(JitCuda, ARelayoutMatchesEagerWhicheverWayItIterates) {
+  torch::NoGradGuard no_grad;
+  const std::vector<std::vector<std::int64_t>> shapes = {{64, 32, 3, 3}, {5, 3, 7, 7}, {7, 6, 1, 5}, {4, 3, 9, 9}};
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    auto options = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
+    auto fn = [](at::Tensor w, at::Tensor scale) { return (w * scale).clone(at::MemoryFormat::ChannelsLast); };
+    for (const auto& sizes : shapes) {
+      auto fast = compile(fn, strict());
+      for (int call = 0; call < kCallsPerSignature; ++call) {
+        auto w = torch::randn(sizes, options), scale = torch::randn({sizes[0], 1, 1, 1}, options);
+        auto got = fast(w, scale);
+        auto want = fn(w, scale);
+        const auto where = std::string(c10::toString(dtype)) + " " + c10::str(sizes) + ", " + call_name(call);
+        EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast)) << where;
+        EXPECT_LE(relative_error(got.to(at::kFloat), want.to(at::kFloat)), dtype == at::kFloat ? 0.0 : 1e-3) << where;
+      }
+      EXPECT_EQ(fast.report().nodes_per_backend.at("jit_cuda"), 2) << c10::str(sizes);
+    }
+  }
+}
+
 // Per-channel operands ([C, 1, 1], and a [W] bias along the rows) are read along one axis: on the
 // vector path where the sizes keep vectors within a channel (NCHW: H*W a multiple of the vector
 // width) or aligned to channel 0 (channels-last: C a multiple), element by element elsewhere.

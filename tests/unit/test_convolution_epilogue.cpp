@@ -8,10 +8,12 @@
 // gives the plan); tails the ops cannot take are left as written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -262,6 +264,68 @@ TEST(ConvolutionEpilogue, TheScaleAndShiftFormOnlyWhereCudnnTakesItAndItPays) {
   ConvolutionEpilogue(/*cuda_only=*/false, 0.1).run(graph, report);
   EXPECT_EQ(report.counters["scaled"], 0);
   EXPECT_EQ(report.counters["weight_too_large"], 1);
+}
+
+// Where the input is channels-last and the weight is not (the channels-last rewrite keeps no copy
+// of a weight this large against its result), ATen's convolution would copy the weight
+// channels-last at every call: the batch norm is folded into that copy instead, by nodes marked to
+// run at every call (ir::Node::per_call), and only the per-channel values are left for the plan to
+// keep. Tolerances: in float32 as expect_same_results says; in float16 both ways round the output
+// once (a unit, 2^-10 of the largest value, between them) and the folded weight rounds once more
+// (half a unit a term, 2^-11 relative, which the sums average): 2e-3.
+TEST(ConvolutionEpilogue, AWeightTheConvolutionWouldLayOutAtEveryCallIsFoldedThereInstead) {
+  for (auto dtype : {at::kFloat, at::kHalf}) {
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (residual ? ", with a residual" : ""));
+      GraphBuilder b;
+      int x = channels_last(b, b.input({kBatch, kIn, kSize, kSize}, dtype));
+      const int parameter = b.parameter({kOut, kIn, 3, 3}, "conv.weight");
+      const int w = dtype == at::kFloat ? parameter : testing::cast(b, parameter, dtype);
+      auto norm = norm_parameters(b, "bn");
+      if (dtype != at::kFloat) {
+        for (int* p : {&norm.gamma, &norm.beta, &norm.mean, &norm.var}) *p = testing::cast(b, *p, dtype);
+      }
+      int out = batch_norm(b, convolution(b, x, w, 1), norm);
+      if (residual) out = add(b, out, channels_last(b, b.input({kBatch, kOut, kSize, kSize}, dtype)));
+      const auto before = b.finish({relu(b, out)});
+      auto graph = before;
+      PassReport report, removed;
+      ConvolutionEpilogue(/*cuda_only=*/false, /*kept_fraction=*/0.1).run(graph, report);
+      DeadCodeElimination().run(graph, removed);
+      EXPECT_EQ(report.counters["fused"], 1);
+      EXPECT_EQ(report.counters["folded_each_call"], 1);
+      EXPECT_EQ(report.counters["scaled"], 0);
+      EXPECT_EQ(report.counters["weight_too_large"], 0);
+      EXPECT_EQ(report.counters["with_residual"], residual ? 1 : 0);
+      EXPECT_EQ(testing::count_nodes(graph, ir::kConvolutionReluOp), 1);
+      EXPECT_EQ(testing::count_nodes(graph, "aten::batch_norm"), 0);
+      // Every node downstream of the weight runs at every call; the rest (the scale, the folded
+      // bias) read the batch norm's vectors alone and are the plan's to keep.
+      std::set<int> from_weight = {w};
+      const ir::Node* fused = nullptr;
+      for (const auto& node : graph.nodes) {
+        if (node.op == ir::kConvolutionReluOp) {
+          fused = &node;
+          continue;
+        }
+        const auto ids = node.input_ids();
+        const bool reads_weight = std::any_of(ids.begin(), ids.end(), [&](int id) { return from_weight.count(id) > 0; });
+        if (reads_weight) from_weight.insert(node.outputs.begin(), node.outputs.end());
+        EXPECT_EQ(node.per_call, reads_weight) << node.qualified_name();
+      }
+      ASSERT_NE(fused, nullptr);
+      const int folded = ir::tensor_arg(*fused, "weight");
+      EXPECT_TRUE(from_weight.count(folded)) << "the fused op reads the weight folded at every call";
+      const auto& folded_type = graph.value(folded).type;
+      EXPECT_EQ(folded_type.dtype, dtype);
+      EXPECT_EQ(folded_type.strides, c10::get_channels_last_strides_2d(c10::IntArrayRef(folded_type.sizes)))
+          << "laid out as the convolution reads it, by the fold's own kernel";
+      EXPECT_FALSE(from_weight.count(ir::tensor_arg(*fused, "bias"))) << "the folded bias is kept";
+      EXPECT_NO_THROW(ir::verify(graph));
+      EXPECT_EQ(graph.value(graph.outputs.front()).type, before.value(before.outputs.front()).type);
+      expect_same_results(before, graph, b.example_inputs(), dtype == at::kFloat ? 1e-5 : 2e-3);
+    }
+  }
 }
 
 // The op's written form: the convolution in the input's dtype, then scale, shift, add and ReLU in

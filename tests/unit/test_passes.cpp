@@ -149,6 +149,22 @@ TEST(Cse, MergesIdenticalPureNodesTransitively) {
   expect_equal_results(before, g, b.example_inputs());
 }
 
+// A value one of two merged nodes computes at every call (ir::Node::per_call: too large to keep)
+// is computed at every call however it came: the surviving node takes the flag.
+TEST(Cse, AMergedNodeRunsAtEveryCallWhereEitherDid) {
+  GraphBuilder b;
+  int w = b.parameter({8, 4}, "w");
+  int kept = b.op("aten::mul", "Scalar", {value("self", w), real("other", 2.0)});
+  int each_call = b.op("aten::mul", "Scalar", {value("self", w), real("other", 2.0)});
+  auto g = b.finish({kept, each_call});
+  g.nodes.back().per_call = true;
+  PassReport report;
+  CommonSubexpressionElimination().run(g, report);
+  EXPECT_EQ(report.counters["merged"], 1);
+  ASSERT_EQ(testing::count_nodes(g, "aten::mul"), 1);
+  EXPECT_TRUE(g.nodes.back().per_call);
+}
+
 TEST(Cse, DoesNotMergeRandomOpsOrDifferentArguments) {
   GraphBuilder b;
   int x = b.input({64});
