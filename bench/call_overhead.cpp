@@ -15,7 +15,9 @@
 // synchronization. The modes' repetitions are interleaved, and each mode's excess over the direct
 // call is the median of its per-repetition differences from the direct call's repetition beside
 // it (paired, so that a drift of clocks or load between repetitions cancels); the table gives the
-// median microseconds per call of each mode and those excesses.
+// median microseconds per call of each mode and those excesses. Its last column is the host's
+// share alone: the median time until a call returns, the device synchronized between calls
+// (host_us).
 //
 // The eager signature is a real fallback: the compiled module is allowed only a backend that
 // cannot run the model's device (cpu for a CUDA model, jit_cuda for a CPU one), so the capture's
@@ -170,6 +172,30 @@ Timing time_modes(const Args& args, const at::Device& device, const std::vector<
   return timing;
 }
 
+// Microseconds until each call returns to its caller, the device synchronized after every call so
+// that none waits on a queue the one before it filled: the host's share of a call (for a plan
+// replayed as a CUDA graph: the signature, the state check, the input copies enqueued, the replay
+// launched and the outputs handed back). Per mode, the median of every call of every repetition,
+// the repetitions interleaved as in time_modes.
+std::vector<double> host_us(const Args& args, const at::Device& device, const std::vector<std::function<void()>>& calls) {
+  std::vector<std::vector<double>> per_call(calls.size());
+  std::vector<std::size_t> order(calls.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (int rep = 0; rep < args.reps; ++rep, std::next_permutation(order.begin(), order.end())) {
+    for (std::size_t k : order) {
+      for (int i = 0; i < args.calls; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        calls[k]();
+        per_call[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+        if (device.is_cuda()) torch::cuda::synchronize();
+      }
+    }
+  }
+  std::vector<double> medians;
+  for (const auto& times : per_call) medians.push_back(median(times));
+  return medians;
+}
+
 int run(int argc, char** argv) {
   auto args = parse(argc, argv);
   const at::Device device(args.device);
@@ -191,20 +217,27 @@ int run(int argc, char** argv) {
   unplannable.log_level = zenith::LogLevel::Error;  // its fallback warning is expected
   auto eager = zenith::compile(module, unplannable);
 
-  const auto timing = time_modes(args, device, {[&] { module.forward(inputs); }, [&] { fast(inputs); },
-                                                [&] { eager(inputs); }});
+  const std::vector<std::function<void()>> calls = {[&] { module.forward(inputs); }, [&] { fast(inputs); },
+                                                    [&] { eager(inputs); }};
+  const auto timing = time_modes(args, device, calls);
+  const auto host = host_us(args, device, calls);
   if (fast.stats().eager_calls > 0) throw std::runtime_error("the planned module ran eagerly: " + fast.report().fallback_reason);
   if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
+  const auto stats = fast.stats();
+  std::fprintf(stderr, "plan: %lld runs, %lld replayed a CUDA graph, %lld graphs captured, %lld captures failed\n",
+               static_cast<long long>(stats.hits + stats.misses), static_cast<long long>(stats.graph_replays),
+               static_cast<long long>(stats.graph_captures), static_cast<long long>(stats.graph_failures));
 
-  std::printf("| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call | host us until a call returns: "
+              "direct / plan hit / eager signature |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   const double direct = timing.median_us[0];
   auto excess = [&](std::size_t mode) {
     return fmt::format("{:.1f} ({:+.1f}, {:+.1f}%)", timing.median_us[mode], timing.excess_us[mode],
                        100 * timing.excess_us[mode] / direct);
   };
-  std::printf("| %s | %s | %s | %.1f | %s | %s |\n", args.label.c_str(), args.device.c_str(), args.dtype.c_str(), direct,
-              excess(1).c_str(), excess(2).c_str());
+  std::printf("| %s | %s | %s | %.1f | %s | %s | %.1f / %.1f / %.1f |\n", args.label.c_str(), args.device.c_str(),
+              args.dtype.c_str(), direct, excess(1).c_str(), excess(2).c_str(), host[0], host[1], host[2]);
   return 0;
 }
 

@@ -25,8 +25,8 @@ for device in os.environ["DEVICES"].split():
         torch.jit.trace(resnet, torch.randn(1, 3, 224, 224, device=device),
                         check_trace=False).save(f"{os.environ['MODELS']}/resnet50-{device}.pt")
 PY
-echo "| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call | host us until a call returns: direct / plan hit / eager signature |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 for device in $devices; do
   reps="--calls 50 --reps 15"; [ "$device" = cpu ] && reps="--calls 5 --reps 9"
   "$build/bin/bench_call_overhead" "$models/bert-$device.pt" --tokens 1,128,30522 --device "$device" $reps \
