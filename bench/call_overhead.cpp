@@ -1,7 +1,7 @@
 // What Zenith adds to a call on the host: a TorchScript model called directly, through a plan hit,
 // and through a signature that runs eagerly, at a size where the host's work is visible.
 //
-//   bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N)
+//   bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N [--chain K])
 //                       [--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]
 //                       [--torchscript-fuser on|off]
 //
@@ -10,6 +10,10 @@
 // scripted module instead, with N parameters of 64 elements and a forward of one addition: the
 // module's own work is about one launch, so what a mode adds over the direct call is Zenith's host
 // work alone (signature, state checks, plan or graph bookkeeping), free of the model's noise.
+// --chain K (K at most N) makes its forward K links of a product and a softmax over 8 x 8 values
+// instead (the parameters 8 x 8): a plan of about 2K launches that a CUDA graph replays, whose
+// host time against K, with ZENITH_PROGRAMMATIC_LAUNCH on and off, tells a graph's launch cost per
+// node and per programmatic edge from the call's fixed costs (copies in and out, bookkeeping).
 //
 // Each mode runs R repetitions of N calls after a warm-up, each repetition ended by a device
 // synchronization. The modes' repetitions are interleaved, and each mode's excess over the direct
@@ -53,6 +57,7 @@ struct Args {
   std::string device = "cpu", dtype = "float32";
   std::string label;
   int synthetic = 0;  // parameters of the synthetic module; 0: a model file
+  int chain = 0;      // links of the synthetic module's forward; 0: one addition
   bool torchscript_fuser = true;
   int calls = 50, reps = 7;
 };
@@ -79,6 +84,7 @@ Args parse(int argc, char** argv) {
     if (flag == "--tokens") args.tokens = numbers(value());
     else if (flag == "--image") args.image = numbers(value());
     else if (flag == "--synthetic") args.synthetic = std::stoi(value());
+    else if (flag == "--chain") args.chain = std::stoi(value());
     else if (flag == "--device") args.device = value();
     else if (flag == "--dtype") args.dtype = value();
     else if (flag == "--calls") args.calls = std::stoi(value());
@@ -95,30 +101,42 @@ Args parse(int argc, char** argv) {
   const bool model_ok = !args.model.empty() && (args.tokens.size() == 3) != (args.image.size() == 4);
   const bool synthetic_ok = args.model.empty() && args.tokens.empty() && args.image.empty() && args.synthetic > 0;
   if (model_ok == synthetic_ok) {
-    throw std::invalid_argument("usage: bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N) "
-                                "[--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]");
+    throw std::invalid_argument("usage: bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N "
+                                "[--chain K]) [--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]");
   }
-  if (args.label.empty()) args.label = synthetic_ok ? fmt::format("synthetic {}", args.synthetic) : args.model;
+  if (args.chain < 0 || args.chain > args.synthetic || (args.chain > 0 && !args.model.empty())) {
+    throw std::invalid_argument(fmt::format("--chain takes 1 to the --synthetic count ({}) links, and only with --synthetic; got {}",
+                                            args.synthetic, args.chain));
+  }
+  if (args.label.empty()) {
+    args.label = !synthetic_ok ? args.model
+                 : args.chain > 0 ? fmt::format("synthetic {}, chain {}", args.synthetic, args.chain)
+                                  : fmt::format("synthetic {}", args.synthetic);
+  }
   return args;
 }
 
-// N parameters of 64 elements, of which the forward reads one: the rest are state Zenith checks
-// and passes at every call, as it would a model's.
-torch::jit::Module synthetic_module(int parameters, const at::Device& device, at::ScalarType dtype) {
+// N parameters of 64 elements, of which the forward reads one (or, with `chain` links, the first
+// `chain` as 8 x 8 matrices): the rest are state Zenith checks and passes at every call, as it
+// would a model's.
+torch::jit::Module synthetic_module(int parameters, int chain, const at::Device& device, at::ScalarType dtype) {
   torch::jit::Module module("Synthetic");
   for (int i = 0; i < parameters; ++i) {
-    module.register_parameter(fmt::format("p{}", i), torch::randn({64}).to(device, dtype), false);
+    auto shape = i < chain ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{64};
+    // Scaled so that the products stay near 1 and the softmaxes far from saturating.
+    module.register_parameter(fmt::format("p{}", i), (torch::randn(shape) / 8).to(device, dtype), false);
   }
-  module.define(R"(
-    def forward(self, x):
-        return x + self.p0
-  )");
+  std::string forward = "def forward(self, x):\n";
+  if (chain == 0) forward += "    return x + self.p0\n";
+  for (int i = 0; i < chain; ++i) forward += fmt::format("    x = torch.softmax(torch.mm(x, self.p{}), -1)\n", i);
+  if (chain > 0) forward += "    return x\n";
+  module.define(forward);
   return module;
 }
 
 std::vector<c10::IValue> inputs_of(const Args& args, const at::Device& device) {
   auto dtype = args.dtype == "float16" ? at::kHalf : at::kFloat;
-  if (args.synthetic > 0) return {torch::randn({64}).to(device, dtype)};
+  if (args.synthetic > 0) return {torch::randn(args.chain > 0 ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{64}).to(device, dtype)};
   if (!args.tokens.empty()) {
     const auto batch = args.tokens[0], length = args.tokens[1], vocab = args.tokens[2];
     return {torch::randint(vocab, {batch, length}, at::TensorOptions().dtype(at::kLong)).to(device),
@@ -202,7 +220,7 @@ int run(int argc, char** argv) {
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   torch::jit::setTensorExprFuserEnabled(args.torchscript_fuser);
-  auto module = args.synthetic > 0 ? synthetic_module(args.synthetic, device, args.dtype == "float16" ? at::kHalf : at::kFloat)
+  auto module = args.synthetic > 0 ? synthetic_module(args.synthetic, args.chain, device, args.dtype == "float16" ? at::kHalf : at::kFloat)
                                    : torch::jit::load(args.model, device);
   module.eval();
   auto inputs = inputs_of(args, device);
@@ -224,7 +242,10 @@ int run(int argc, char** argv) {
   if (fast.stats().eager_calls > 0) throw std::runtime_error("the planned module ran eagerly: " + fast.report().fallback_reason);
   if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
   const auto stats = fast.stats();
-  std::fprintf(stderr, "plan: %lld runs, %lld replayed a CUDA graph, %lld graphs captured, %lld captures failed\n",
+  const auto report = fast.report();
+  std::fprintf(stderr, "plan: %lld kernels (%lld without a compile), %lld runs, %lld replayed a CUDA graph, %lld graphs captured, "
+               "%lld captures failed\n",
+               static_cast<long long>(report.groups), static_cast<long long>(report.groups_without_compile),
                static_cast<long long>(stats.hits + stats.misses), static_cast<long long>(stats.graph_replays),
                static_cast<long long>(stats.graph_captures), static_cast<long long>(stats.graph_failures));
 
