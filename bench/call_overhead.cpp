@@ -101,12 +101,13 @@ Args parse(int argc, char** argv) {
   const bool model_ok = !args.model.empty() && (args.tokens.size() == 3) != (args.image.size() == 4);
   const bool synthetic_ok = args.model.empty() && args.tokens.empty() && args.image.empty() && args.synthetic > 0;
   if (model_ok == synthetic_ok) {
-    throw std::invalid_argument("usage: bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N "
-                                "[--chain K]) [--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]");
+    throw std::invalid_argument("usage: bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | "
+                                "--synthetic N [--chain K]) [--device cpu|cuda] [--dtype float32|float16] [--calls N] "
+                                "[--reps R] [--label TEXT]");
   }
   if (args.chain < 0 || args.chain > args.synthetic || (args.chain > 0 && !args.model.empty())) {
-    throw std::invalid_argument(fmt::format("--chain takes 1 to the --synthetic count ({}) links, and only with --synthetic; got {}",
-                                            args.synthetic, args.chain));
+    throw std::invalid_argument(fmt::format(
+        "--chain takes 1 to the --synthetic count ({}) links, and only with --synthetic; got {}", args.synthetic, args.chain));
   }
   if (args.label.empty()) {
     args.label = !synthetic_ok ? args.model
@@ -116,13 +117,18 @@ Args parse(int argc, char** argv) {
   return args;
 }
 
+// The synthetic module's tensors: 64 elements, as 8 x 8 matrices where they take part in a chain.
+std::vector<std::int64_t> synthetic_shape(bool chained) {
+  return chained ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{64};
+}
+
 // N parameters of 64 elements, of which the forward reads one (or, with `chain` links, the first
 // `chain` as 8 x 8 matrices): the rest are state Zenith checks and passes at every call, as it
 // would a model's.
 torch::jit::Module synthetic_module(int parameters, int chain, const at::Device& device, at::ScalarType dtype) {
   torch::jit::Module module("Synthetic");
   for (int i = 0; i < parameters; ++i) {
-    auto shape = i < chain ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{64};
+    const auto shape = synthetic_shape(i < chain);
     // Scaled so that the products stay near 1 and the softmaxes far from saturating.
     module.register_parameter(fmt::format("p{}", i), (torch::randn(shape) / 8).to(device, dtype), false);
   }
@@ -136,7 +142,7 @@ torch::jit::Module synthetic_module(int parameters, int chain, const at::Device&
 
 std::vector<c10::IValue> inputs_of(const Args& args, const at::Device& device) {
   auto dtype = args.dtype == "float16" ? at::kHalf : at::kFloat;
-  if (args.synthetic > 0) return {torch::randn(args.chain > 0 ? std::vector<std::int64_t>{8, 8} : std::vector<std::int64_t>{64}).to(device, dtype)};
+  if (args.synthetic > 0) return {torch::randn(synthetic_shape(args.chain > 0)).to(device, dtype)};
   if (!args.tokens.empty()) {
     const auto batch = args.tokens[0], length = args.tokens[1], vocab = args.tokens[2];
     return {torch::randint(vocab, {batch, length}, at::TensorOptions().dtype(at::kLong)).to(device),
@@ -220,7 +226,8 @@ int run(int argc, char** argv) {
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   torch::jit::setTensorExprFuserEnabled(args.torchscript_fuser);
-  auto module = args.synthetic > 0 ? synthetic_module(args.synthetic, args.chain, device, args.dtype == "float16" ? at::kHalf : at::kFloat)
+  const auto dtype = args.dtype == "float16" ? at::kHalf : at::kFloat;
+  auto module = args.synthetic > 0 ? synthetic_module(args.synthetic, args.chain, device, dtype)
                                    : torch::jit::load(args.model, device);
   module.eval();
   auto inputs = inputs_of(args, device);
@@ -243,14 +250,15 @@ int run(int argc, char** argv) {
   if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
   const auto stats = fast.stats();
   const auto report = fast.report();
-  std::fprintf(stderr, "plan: %lld kernels (%lld without a compile), %lld runs, %lld replayed a CUDA graph, %lld graphs captured, "
-               "%lld captures failed\n",
+  std::fprintf(stderr,
+               "plan: %lld kernels (%lld without a compile), %lld runs, %lld replayed a CUDA graph, "
+               "%lld graphs captured, %lld captures failed\n",
                static_cast<long long>(report.groups), static_cast<long long>(report.groups_without_compile),
                static_cast<long long>(stats.hits + stats.misses), static_cast<long long>(stats.graph_replays),
                static_cast<long long>(stats.graph_captures), static_cast<long long>(stats.graph_failures));
 
-  std::printf("| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call | host us until a call returns: "
-              "direct / plan hit / eager signature |\n");
+  std::printf("| model | device | dtype | direct us/call | plan hit us/call | eager signature us/call | "
+              "host us until a call returns: direct / plan hit / eager signature |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   const double direct = timing.median_us[0];
   auto excess = [&](std::size_t mode) {
