@@ -161,31 +161,46 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Microseconds per call of each of `calls`, their repetitions interleaved so that a drift of clocks
-// or of the machine's load reaches all alike, each repetition in the next permutation of the modes
-// (direct, hit, eager; direct, eager, hit; hit, direct, eager; ...) so that no mode always follows
-// the same other one (a plan's graph replays leave the GPU and its allocator otherwise than eager
-// does).
+void synchronize(const at::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+// Per mode, the samples of its `reps` repetitions: the modes' repetitions interleaved so that a
+// drift of clocks or of the machine's load reaches all alike, each round in the next permutation
+// of the modes (direct, hit, eager; direct, eager, hit; hit, direct, eager; ...) so that no mode
+// always follows the same other one (a plan's graph replays leave the GPU and its allocator
+// otherwise than eager does). `repetition(k)` runs one repetition of mode k and returns its samples.
+std::vector<std::vector<double>> interleaved(int reps, std::size_t modes,
+                                             const std::function<std::vector<double>(std::size_t)>& repetition) {
+  std::vector<std::vector<double>> samples(modes);
+  std::vector<std::size_t> order(modes);
+  std::iota(order.begin(), order.end(), 0);
+  for (int rep = 0; rep < reps; ++rep, std::next_permutation(order.begin(), order.end())) {
+    for (std::size_t k : order) {
+      const auto taken = repetition(k);
+      samples[k].insert(samples[k].end(), taken.begin(), taken.end());
+    }
+  }
+  return samples;
+}
+
+double microseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Microseconds per call of each of `calls` after a warm-up: each repetition's N calls timed
+// together up to a device synchronization, one sample a repetition.
 Timing time_modes(const Args& args, const at::Device& device, const std::vector<std::function<void()>>& calls) {
-  auto sync = [&] {
-    if (device.is_cuda()) torch::cuda::synchronize();
-  };
   for (const auto& call : calls) {
     for (int i = 0; i < 10; ++i) call();
   }
-  sync();
-  std::vector<std::vector<double>> per_call(calls.size());
-  std::vector<std::size_t> order(calls.size());
-  std::iota(order.begin(), order.end(), 0);
-  for (int rep = 0; rep < args.reps; ++rep, std::next_permutation(order.begin(), order.end())) {
-    for (std::size_t k : order) {
-      auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < args.calls; ++i) calls[k]();
-      sync();
-      per_call[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-                            args.calls);
-    }
-  }
+  synchronize(device);
+  const auto per_call = interleaved(args.reps, calls.size(), [&](std::size_t k) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < args.calls; ++i) calls[k]();
+    synchronize(device);
+    return std::vector<double>{microseconds_since(start) / args.calls};
+  });
   Timing timing;
   for (const auto& times : per_call) {
     timing.median_us.push_back(median(times));
@@ -199,22 +214,18 @@ Timing time_modes(const Args& args, const at::Device& device, const std::vector<
 // Microseconds until each call returns to its caller, the device synchronized after every call so
 // that none waits on a queue the one before it filled: the host's share of a call (for a plan
 // replayed as a CUDA graph: the signature, the state check, the input copies enqueued, the replay
-// launched and the outputs handed back). Per mode, the median of every call of every repetition,
-// the repetitions interleaved as in time_modes.
+// launched and the outputs handed back). Per mode, the median of every call of every repetition.
 std::vector<double> host_us(const Args& args, const at::Device& device, const std::vector<std::function<void()>>& calls) {
-  std::vector<std::vector<double>> per_call(calls.size());
-  std::vector<std::size_t> order(calls.size());
-  std::iota(order.begin(), order.end(), 0);
-  for (int rep = 0; rep < args.reps; ++rep, std::next_permutation(order.begin(), order.end())) {
-    for (std::size_t k : order) {
-      for (int i = 0; i < args.calls; ++i) {
-        auto start = std::chrono::steady_clock::now();
-        calls[k]();
-        per_call[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-        if (device.is_cuda()) torch::cuda::synchronize();
-      }
+  const auto per_call = interleaved(args.reps, calls.size(), [&](std::size_t k) {
+    std::vector<double> taken;
+    for (int i = 0; i < args.calls; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      calls[k]();
+      taken.push_back(microseconds_since(start));
+      synchronize(device);
     }
-  }
+    return taken;
+  });
   std::vector<double> medians;
   for (const auto& times : per_call) medians.push_back(median(times));
   return medians;

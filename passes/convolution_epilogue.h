@@ -33,7 +33,7 @@
 // (docs/performance.md, the 08:57 run's section). The fold's kernel took 0.105 ms for the sixteen
 // weights in its first form, above ATen's copy (0.071); with the relayout's run loop
 // (backends/cuda/elementwise_codegen.cpp) 0.059, and the call 0.61 ms (docs/performance.md, the
-// 11:00 run's section). Otherwise the batch norm stays, and runs after the convolution as an
+// 11:15 run's section). Otherwise the batch norm stays, and runs after the convolution as an
 // elementwise kernel.
 #pragma once
 

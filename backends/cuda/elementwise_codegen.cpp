@@ -412,8 +412,8 @@ class Generator {
   // within the run the trailing coordinates q<d> (not t<d>: node results are named so) step as a
   // counter and offsets are sums of products. Taken where the launch's run is at most
   // kLongestRun (pack_arguments sets flags bit 2); other sizes of a shape-generic kernel run the
-  // element loop after it. Outputs all have the iteration's shape (relayout_run_dimension), so none is stored
-  // conditionally.
+  // element loop after it. Outputs all have the iteration's shape (relayout_run_dimension), so
+  // none is stored conditionally.
   std::string run_loop() const {
     const std::size_t first_trailing = static_cast<std::size_t>(kernel_.run_dimension) + 1;
     std::string code = "  const Index run = (Index)1";

@@ -75,8 +75,7 @@ std::variant<ElementwiseKernel, std::string> generate_elementwise(const ir::Grap
 
 /// The kernel's single argument, as 8-byte words: numel, flags (bit 0: every pointer is 16-byte
 /// aligned; bit 1: every Axis operand fits the vector path at these sizes; bit 2: a relayout's run
-/// is within its bounds at these sizes), sizes[rank], then per
-/// operand its pointer and its
+/// is within its bounds at these sizes), sizes[rank], then per operand its pointer and its
 /// strides[rank] in elements, broadcast dimensions as 0. `operands` are in ElementwiseKernel
 /// order; their shapes must be the plan's.
 std::vector<std::int64_t> pack_arguments(const ElementwiseKernel& kernel, const std::vector<const DLTensor*>& operands);

@@ -118,10 +118,10 @@ struct CompileOptions {
   /// it). At 0.1 the bench's ResNet-50 keeps 0.3 MB of copies in float16 at batch 1 (40 MB with
   /// every copy) and 9.4 MB at batch 64. On an H200 its batch-1 call then peaks where eager's
   /// does (float16 channels-last: 6.5 MB above the weights against eager's 7.5; float32: 13.0
-  /// against 13.0, with and without the per-call folds); in
-  /// float16 it took 0.418 to 0.478 ms in eight processes with the scale and shift in cuDNN's
-  /// epilogue (torch.compile reduce-overhead 0.508 in the same call), where every copy kept took
-  /// 0.391 in another (docs/performance.md has float32 and batch 64).
+  /// against 13.0, with and without the per-call folds); in float16 it took 0.418 to 0.478 ms in
+  /// eight processes with the scale and shift in cuDNN's epilogue (torch.compile reduce-overhead
+  /// 0.508 in the same call), where every copy kept took 0.391 in another (docs/performance.md
+  /// has float32 and batch 64).
   /// Infinity keeps every copy (the fastest call, the most memory); 0 keeps none. Not negative.
   /// Overridden by ZENITH_KEPT_WEIGHT_FRACTION (a number, or inf).
   double kept_weight_fraction = 0.1;
