@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "runtime/derived_values.h"
+#include "runtime/device_copy.h"
 #include "runtime/executor.h"
 #include "runtime/graph_pool.h"
 #include "runtime/graph_registration.h"
@@ -178,7 +179,7 @@ class CudaPlanGraph final : public PlanGraph {
     // replay's stream, stream order does it.
     pool_->follow_last_replay(device_.index());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      if (buffers_[i].defined() && buffers_[i].numel() > 0) buffers_[i].copy_(inputs[i]);
+      if (buffers_[i].defined() && buffers_[i].numel() > 0) copy_into(buffers_[i], inputs[i]);
     }
     graph_->replay();
     ++counters_->replays;
@@ -186,8 +187,7 @@ class CudaPlanGraph final : public PlanGraph {
     outputs.reserve(outputs_.size());
     for (std::size_t k = 0; k < outputs_.size(); ++k) {
       const auto& output = outputs_[k];
-      outputs.push_back(k < copied_outputs_ && output.defined() ? output.clone(at::MemoryFormat::Preserve)
-                                                                : share_memory(output));
+      outputs.push_back(k < copied_outputs_ && output.defined() ? copy_of(output) : share_memory(output));
     }
     return outputs;
   }

@@ -1,0 +1,26 @@
+// Copies of a CUDA graph's inputs in and outputs out at every replay, each one cudaMemcpyAsync on
+// the current stream where both tensors lay the same elements out densely (the usual case: a
+// signature fixes each input's strides, and a graph's buffers and outputs are made to match).
+// ATen's copy_ issues the same device-to-device memcpy for such tensors, but only after its
+// dispatch and TensorIterator setup, host work a graphed call pays for every input and output
+// (issue 16 item 4: a replay's host time). Anything else goes through ATen.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace zenith {
+
+/// Whether `destination` and `source` are CUDA tensors on one device with one dtype, sizes and
+/// strides, neither overlapping itself nor leaving gaps, with no conjugate or negative bit: their
+/// elements are then the same bytes of one length from each data pointer.
+bool same_dense_layout(const at::Tensor& destination, const at::Tensor& source);
+
+/// Writes `source`'s values into `destination` on the current stream: one memcpy where
+/// same_dense_layout holds, else `destination.copy_(source)`.
+void copy_into(at::Tensor& destination, const at::Tensor& source);
+
+/// A copy of `source` in new memory with its strides, as `source.clone(at::MemoryFormat::Preserve)`
+/// makes it, written by one memcpy on the current stream where `source` is a dense CUDA tensor.
+at::Tensor copy_of(const at::Tensor& source);
+
+}  // namespace zenith
