@@ -1,32 +1,56 @@
 #include "runtime/device_copy.h"
 
+#include <cstdint>
+
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 namespace zenith {
-
-bool same_dense_layout(const at::Tensor& destination, const at::Tensor& source) {
-  if (!destination.defined() || !source.defined()) return false;
-  if (!destination.is_cuda() || !source.is_cuda() || destination.device() != source.device()) return false;
-  if (destination.scalar_type() != source.scalar_type()) return false;
-  if (destination.sizes() != source.sizes() || destination.strides() != source.strides()) return false;
-  // A conjugate or negative view's bytes are not its values; copy_ resolves the bit.
-  if (destination.is_conj() || source.is_conj() || destination.is_neg() || source.is_neg()) return false;
-  // Dense and non-overlapping, with PyTorch's strides never negative, the elements fill the
-  // numel * itemsize bytes from the data pointer in an order the equal strides make equal.
-  return destination.is_non_overlapping_and_dense() && source.is_non_overlapping_and_dense();
-}
-
 namespace {
 
+// A strided tensor whose bytes are its values: not a ZeroTensor (no memory behind it), no lazy
+// conjugate or negation, dense and non-overlapping.
+bool plain_dense(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.is_cuda() && tensor.layout() == at::kStrided && !tensor._is_zerotensor() &&
+         !tensor.is_conj() && !tensor.is_neg() && tensor.is_non_overlapping_and_dense();
+}
+
+std::int64_t byte_count(const at::Tensor& tensor) {
+  return tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+}
+
+// Strides matter only where a size is not 1: a size-1 dimension's stride moves no element.
+bool same_strides(const at::Tensor& a, const at::Tensor& b) {
+  const auto sizes = a.sizes();
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1 && a.stride(static_cast<std::int64_t>(d)) != b.stride(static_cast<std::int64_t>(d))) return false;
+  }
+  return true;
+}
+
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  const auto* a_begin = static_cast<const char*>(a.const_data_ptr());
+  const auto* b_begin = static_cast<const char*>(b.const_data_ptr());
+  return a_begin < b_begin + byte_count(b) && b_begin < a_begin + byte_count(a);
+}
+
 void copy_bytes(at::Tensor& destination, const at::Tensor& source) {
-  const auto bytes = source.numel() * static_cast<std::int64_t>(source.element_size());
+  const auto bytes = byte_count(source);
   if (bytes == 0) return;
-  C10_CUDA_CHECK(cudaMemcpyAsync(destination.data_ptr(), source.data_ptr(), static_cast<std::size_t>(bytes),
+  C10_CUDA_CHECK(cudaMemcpyAsync(destination.data_ptr(), source.const_data_ptr(), static_cast<std::size_t>(bytes),
                                  cudaMemcpyDeviceToDevice, at::cuda::getCurrentCUDAStream(source.device().index())));
 }
 
 }  // namespace
+
+bool same_dense_layout(const at::Tensor& destination, const at::Tensor& source) {
+  if (!plain_dense(destination) || !plain_dense(source)) return false;
+  if (destination.device() != source.device() || destination.scalar_type() != source.scalar_type()) return false;
+  if (destination.sizes() != source.sizes() || !same_strides(destination, source)) return false;
+  // Dense, with PyTorch's strides never negative, each tensor's elements fill numel * itemsize
+  // bytes from its data pointer, in an order the equal strides make equal.
+  return destination.numel() == 0 || !overlap(destination, source);
+}
 
 void copy_into(at::Tensor& destination, const at::Tensor& source) {
   if (same_dense_layout(destination, source)) {
@@ -37,10 +61,7 @@ void copy_into(at::Tensor& destination, const at::Tensor& source) {
 }
 
 at::Tensor copy_of(const at::Tensor& source) {
-  if (!source.defined() || !source.is_cuda() || !source.is_non_overlapping_and_dense() || source.is_conj() ||
-      source.is_neg()) {
-    return source.clone(at::MemoryFormat::Preserve);
-  }
+  if (!plain_dense(source)) return source.clone(at::MemoryFormat::Preserve);
   auto copy = at::empty_strided(source.sizes(), source.strides(), source.options());
   copy_bytes(copy, source);
   return copy;

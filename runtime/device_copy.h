@@ -1,18 +1,20 @@
 // Copies of a CUDA graph's inputs in and outputs out at every replay, each one cudaMemcpyAsync on
-// the current stream where both tensors lay the same elements out densely (the usual case: a
-// signature fixes each input's strides, and a graph's buffers and outputs are made to match).
-// ATen's copy_ issues the same device-to-device memcpy for such tensors, but only after its
-// dispatch and TensorIterator setup, host work a graphed call pays for every input and output
-// (issue 16 item 4: a replay's host time). Anything else goes through ATen.
+// the current stream where both tensors lay the same elements out densely (the usual case: the
+// graph's buffers and outputs are made with the strides of the tensors they stand for). ATen's
+// copy_ issues the same device-to-device memcpy for such tensors, but only after its dispatch and
+// TensorIterator setup, host work a graphed call pays for every input and output; how much that
+// is on the H200 is not yet measured (issue 16 item 4: a replay's host time). Anything else goes
+// through ATen.
 #pragma once
 
 #include <ATen/ATen.h>
 
 namespace zenith {
 
-/// Whether `destination` and `source` are CUDA tensors on one device with one dtype, sizes and
-/// strides, neither overlapping itself nor leaving gaps, with no conjugate or negative bit: their
-/// elements are then the same bytes of one length from each data pointer.
+/// Whether `destination` and `source` are strided CUDA tensors with data on one device, of one
+/// dtype and sizes, with equal strides wherever a size is not 1, neither overlapping itself nor
+/// leaving gaps, with no conjugate or negative bit, in memory that does not overlap: each then
+/// holds its elements in the same order in the same number of bytes from its data pointer.
 bool same_dense_layout(const at::Tensor& destination, const at::Tensor& source);
 
 /// Writes `source`'s values into `destination` on the current stream: one memcpy where

@@ -1,5 +1,6 @@
 // runtime/device_copy.h: a graph's copies in and out take one memcpy only where the two tensors
 // hold the same bytes for the same values, and give ATen's result everywhere. Label gpu.
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
@@ -46,6 +47,7 @@ std::vector<Case> cases() {
                  torch::randn({2, 6, 4, 4}, f.dtype(torch::kHalf)).contiguous(at::MemoryFormat::ChannelsLast), true});
   all.push_back({"transposed int64 (dense, permuted strides)", torch::randint(1000, {9, 4}, f.dtype(torch::kLong)).t(), true});
   all.push_back({"bool", torch::rand({17}, f) > 0.5, true});
+  all.push_back({"rows 1 to 3 of a matrix (a storage offset)", torch::randn({6, 5}, f).narrow(0, 1, 3), true});
   all.push_back({"an expanded row (elements share memory)", torch::randn({1, 8}, f).expand({5, 8}), false});
   all.push_back({"every other column (gaps)", torch::randn({6, 10}, f).slice(1, 0, 10, 2), false});
   all.push_back({"empty", torch::empty({0, 3}, f), true});
@@ -80,6 +82,24 @@ TEST_F(DeviceCopy, CopyOfKeepsStridesInNewMemory) {
   }
 }
 
+TEST_F(DeviceCopy, OnlyTheStridesThatMoveElementsMatter) {
+  auto options = torch::TensorOptions().device(kDevice);
+  auto source = torch::randn({3, 1, 4}, options);  // strides {4, 4, 1}
+  auto destination = at::empty_strided({3, 1, 4}, {4, 99, 1}, options);
+  EXPECT_TRUE(same_dense_layout(destination, source)) << "a size-1 dimension's stride moves no element";
+  copy_into(destination, source);
+  expect_equal_values(destination, source);
+
+  // Equal strides with gaps between the elements: not one run of bytes, so through ATen.
+  auto gapped = torch::randn({6, 10}, options).slice(1, 0, 10, 2);
+  auto gapped_destination = at::empty_strided(gapped.sizes(), gapped.strides(), options).fill_(123);
+  EXPECT_FALSE(same_dense_layout(gapped_destination, gapped));
+  copy_into(gapped_destination, gapped);
+  expect_equal_values(gapped_destination, gapped);
+
+  EXPECT_FALSE(same_dense_layout(source, source)) << "one memory: not a memcpy";
+}
+
 TEST_F(DeviceCopy, DifferentLayoutsOrDtypesGoThroughAten) {
   auto source = torch::randn({4, 6}, torch::TensorOptions().device(kDevice));
   auto transposed = torch::empty({6, 4}, source.options()).t();  // sizes {4, 6}, strides {1, 4}
@@ -99,12 +119,15 @@ TEST_F(DeviceCopy, DifferentLayoutsOrDtypesGoThroughAten) {
 }
 
 // The copies are queued on the current stream, after the work queued there before them: a side
-// stream's write just before them is in both (the default stream would not order them so).
+// stream's write, held back by a sleep queued before it, is in both (a copy on another stream
+// would read the zeros).
 TEST_F(DeviceCopy, CopiesAreOrderedOnTheCurrentStream) {
+  auto source = torch::zeros({1 << 20}, torch::TensorOptions().device(kDevice));
+  torch::cuda::synchronize();
   auto stream = c10::cuda::getStreamFromPool(false, kDevice.index());
   c10::cuda::CUDAStreamGuard on(stream);
-  auto source = torch::zeros({1 << 20}, torch::TensorOptions().device(kDevice));
-  source.add_(1.5);  // queued on `stream` before the copy
+  at::cuda::sleep(50'000'000);  // tens of milliseconds on any current GPU
+  source.add_(1.5);
   auto destination = torch::empty_like(source);
   copy_into(destination, source);
   const auto copy = copy_of(source);
