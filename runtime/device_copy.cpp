@@ -8,13 +8,6 @@
 namespace zenith {
 namespace {
 
-// A strided tensor whose bytes are its values: not a ZeroTensor (no memory behind it), no lazy
-// conjugate or negation, dense and non-overlapping.
-bool plain_dense(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.is_cuda() && tensor.layout() == at::kStrided && !tensor._is_zerotensor() &&
-         !tensor.is_conj() && !tensor.is_neg() && tensor.is_non_overlapping_and_dense();
-}
-
 std::int64_t byte_count(const at::Tensor& tensor) {
   return tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
 }
@@ -42,6 +35,11 @@ void copy_bytes(at::Tensor& destination, const at::Tensor& source) {
 }
 
 }  // namespace
+
+bool plain_dense(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.is_cuda() && tensor.layout() == at::kStrided && !tensor._is_zerotensor() &&
+         !tensor.is_conj() && !tensor.is_neg() && tensor.is_non_overlapping_and_dense();
+}
 
 bool same_dense_layout(const at::Tensor& destination, const at::Tensor& source) {
   if (!plain_dense(destination) || !plain_dense(source)) return false;

@@ -7,6 +7,6 @@ void GraphUnderLockDeleter::operator()(at::cuda::CUDAGraph* graph) const {
   delete graph;
 }
 
-LockedGraph make_locked_graph() { return LockedGraph(new at::cuda::CUDAGraph()); }
+LockedGraph make_locked_graph(bool keep_graph) { return LockedGraph(new at::cuda::CUDAGraph(keep_graph)); }
 
 }  // namespace zenith

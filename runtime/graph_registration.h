@@ -26,7 +26,8 @@ struct GraphUnderLockDeleter {
 /// A CUDA graph whose destruction takes the lock.
 using LockedGraph = std::unique_ptr<at::cuda::CUDAGraph, GraphUnderLockDeleter>;
 
-/// A new, empty graph.
-LockedGraph make_locked_graph();
+/// A new, empty graph. With `keep_graph`, capture_end leaves it uninstantiated and keeps the
+/// captured cudaGraph_t (raw_cuda_graph) for its nodes to be read; instantiate() makes it launchable.
+LockedGraph make_locked_graph(bool keep_graph = false);
 
 }  // namespace zenith

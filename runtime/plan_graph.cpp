@@ -17,6 +17,7 @@
 #include "runtime/derived_values.h"
 #include "runtime/device_copy.h"
 #include "runtime/executor.h"
+#include "runtime/graph_copy_nodes.h"
 #include "runtime/graph_pool.h"
 #include "runtime/graph_registration.h"
 #include "core/log.h"
@@ -145,6 +146,13 @@ class CudaPlanGraph final : public PlanGraph {
       if (++moved_calls_ >= kMovedCallsBeforeRecapture) drop_graph();
       return "a value derived from parameters moved since the graph was captured (a parameter was replaced)";
     }
+    for (std::size_t i = 0; i < input_copies_.size(); ++i) {
+      if (input_copies_[i].node != nullptr && !same_dense_layout(buffers_[i], inputs[i])) {
+        return fmt::format("input {} is not laid out as the graph's copy of it reads it (a lazy conjugate or "
+                           "negation, or memory shared with the graph's own)",
+                           i);
+      }
+    }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (!by_address_[i] || !inputs[i].defined()) continue;
       if (inputs[i].data_ptr() != addresses_[i]) {
@@ -178,18 +186,48 @@ class CudaPlanGraph final : public PlanGraph {
     // so far (a result still held in place blocks the replay, replay_blocker). On the last
     // replay's stream, stream order does it.
     pool_->follow_last_replay(device_.index());
+    // Results the graph copies out itself go to memory of the call's own, allocated on its stream.
+    std::vector<at::Tensor> outputs(outputs_.size());
+    for (std::size_t k = 0; k < outputs_.size(); ++k) {
+      if (output_copies_[k].node == nullptr) continue;
+      outputs[k] = at::empty_strided(outputs_[k].sizes(), outputs_[k].strides(), outputs_[k].options());
+    }
+    if (auto why = point_copies(inputs, outputs); !why.empty()) {
+      disable(fmt::format("the graph's copies in and out could not follow the call's tensors: {}", why));
+      return execute_plan(inputs);
+    }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      if (buffers_[i].defined() && buffers_[i].numel() > 0) copy_into(buffers_[i], inputs[i]);
+      if (input_copies_[i].node == nullptr && buffers_[i].defined() && buffers_[i].numel() > 0) {
+        copy_into(buffers_[i], inputs[i]);
+      }
     }
     graph_->replay();
     ++counters_->replays;
-    std::vector<at::Tensor> outputs;
-    outputs.reserve(outputs_.size());
     for (std::size_t k = 0; k < outputs_.size(); ++k) {
+      if (output_copies_[k].node != nullptr) continue;
       const auto& output = outputs_[k];
-      outputs.push_back(k < copied_outputs_ && output.defined() ? copy_of(output) : share_memory(output));
+      outputs[k] = k < copied_outputs_ && output.defined() ? copy_of(output) : share_memory(output);
     }
     return outputs;
+  }
+
+  // Points the graph's copy nodes at the call's inputs and at the memory of its `outputs`, or why
+  // CUDA refused.
+  std::string point_copies(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+    const auto exec = graph_->raw_cuda_graph_exec();
+    try {
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        auto& copy = input_copies_[i];
+        if (copy.node != nullptr) repoint(exec, copy, copy.destination, inputs[i].const_data_ptr());
+      }
+      for (std::size_t k = 0; k < outputs.size(); ++k) {
+        auto& copy = output_copies_[k];
+        if (copy.node != nullptr) repoint(exec, copy, outputs[k].data_ptr(), copy.source);
+      }
+    } catch (const std::exception& error) {
+      return error.what();
+    }
+    return "";
   }
 
   // Under the pool's lock.
@@ -239,7 +277,8 @@ class CudaPlanGraph final : public PlanGraph {
     std::string failure;
     // From its registration with the generator to its end, one capture in the process at a time.
     auto registration = lock_graph_registration();
-    auto graph = make_locked_graph();
+    auto graph = make_locked_graph(/*keep_graph=*/true);  // its copy nodes are found before it is instantiated
+    std::vector<CopyNode> input_copies(inputs.size()), output_copies;
     {
       // Capture needs a stream other than the default; it records work and runs none.
       auto current = at::cuda::getCurrentCUDAStream(device_.index());
@@ -259,21 +298,37 @@ class CudaPlanGraph final : public PlanGraph {
       }
       if (failure.empty()) {
         try {
-          // Allocated on the capturing stream, the buffers come from the pool (nothing is
-          // launched: a replay copies the call's tensors in before it runs the graph).
+          // Allocated on the capturing stream, the buffers come from the pool (nothing runs: the
+          // graph's own copy nodes, or replay() before the launch, copy the call's tensors in).
           if (staged_) make_buffers();
+          // The call's inputs copied in by the graph, where a memcpy can (record_input_copies).
+          record_input_copies(inputs, graph_inputs, side.stream(), input_copies);
           // Recorded into the plan's own graph: the kernels may read what nothing in it writes
           // early (runtime/unwritten_inputs.h), unless that memory is also an input it may write.
           const auto unwritten = read_only_memory_shared(*plan_, graph_inputs) ? nothing_unwritten(unwritten_) : unwritten_;
           outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get(), &unwritten);
+          output_copies = record_output_copies(outputs, side.stream());
           graph->capture_end();
         } catch (const std::exception& error) {
           failure = error.what();
           outputs.clear();
+          output_copies.clear();
           abandon_capture(side, pool);
           graph.reset();
           c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool);
           settle_generator();
+        }
+      }
+      if (failure.empty()) {
+        // The capture has ended: a failure from here on drops the graph as any dropped graph.
+        try {
+          find_copy_nodes(graph->raw_cuda_graph(), copy_nodes(input_copies, output_copies));
+          graph->instantiate();
+        } catch (const std::exception& error) {
+          failure = error.what();
+          outputs.clear();
+          output_copies.clear();
+          graph.reset();
         }
       }
       at::cuda::CUDAEvent done;
@@ -287,6 +342,8 @@ class CudaPlanGraph final : public PlanGraph {
       return execute_plan(inputs);
     }
     graph_ = std::move(graph);
+    input_copies_ = std::move(input_copies);
+    output_copies_ = std::move(output_copies);
     derived_moves_ = derived_ ? derived_->moves() : 0;
     buffers_.assign(inputs.size(), at::Tensor());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -313,6 +370,41 @@ class CudaPlanGraph final : public PlanGraph {
     reason_.clear();
     log::info("zenith: {} is captured as a CUDA graph ({} launches replay as one)", what_, plan_->steps.size());
     return replay(inputs);
+  }
+
+  // During the capture, on its stream: the copy of each input the graph holds in a buffer of its
+  // own, where the call's tensor and the buffer lay the same bytes out; others are copied by
+  // replay() before the launch.
+  void record_input_copies(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& graph_inputs,
+                           cudaStream_t stream, std::vector<CopyNode>& copies) const {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (by_address_[i] || !inputs[i].defined() || inputs[i].numel() == 0) continue;
+      if (same_dense_layout(graph_inputs[i], inputs[i])) copies[i] = capture_copy(graph_inputs[i], inputs[i], stream);
+    }
+  }
+
+  // During the capture, on its stream: per output, the copy of each result the caller gets a copy
+  // of into memory the replay points it at (here: scratch memory of the capture's, never written
+  // by a replay), where a memcpy can copy it; an empty CopyNode for the others.
+  std::vector<CopyNode> record_output_copies(const std::vector<at::Tensor>& outputs, cudaStream_t stream) const {
+    std::vector<CopyNode> copies(outputs.size());
+    for (std::size_t k = 0; k < outputs.size() && k < copied_outputs_; ++k) {
+      const auto& output = outputs[k];
+      if (!output.defined() || output.numel() == 0 || !plain_dense(output)) continue;
+      const auto scratch = at::empty_strided(output.sizes(), output.strides(), output.options());
+      copies[k] = capture_copy(scratch, output, stream);
+    }
+    return copies;
+  }
+
+  static std::vector<CopyNode*> copy_nodes(std::vector<CopyNode>& input_copies, std::vector<CopyNode>& output_copies) {
+    std::vector<CopyNode*> copies;
+    for (auto* list : {&input_copies, &output_copies}) {
+      for (auto& copy : *list) {
+        if (copy.source != nullptr) copies.push_back(&copy);
+      }
+    }
+    return copies;
   }
 
   // Ends a capture that failed midway: CUDA leaves the stream capturing until told, and the
@@ -348,6 +440,8 @@ class CudaPlanGraph final : public PlanGraph {
   void drop_graph() {
     outputs_.clear();
     buffers_.clear();
+    input_copies_.clear();
+    output_copies_.clear();
     graph_.reset();
     moved_calls_ = 0;
   }
@@ -377,6 +471,8 @@ class CudaPlanGraph final : public PlanGraph {
   std::vector<at::Tensor> buffers_;    // per input: the graph's copy (undefined: read by address); unowned when staged
   std::vector<const void*> addresses_; // per input read by address: where the graph reads it
   std::vector<at::Tensor> outputs_;    // the graph's outputs, in its pool; unowned when staged
+  std::vector<CopyNode> input_copies_;   // per input: the graph's memcpy node into its buffer, or none
+  std::vector<CopyNode> output_copies_;  // per output: the graph's memcpy node out of it, or none
   std::vector<bool> checked_;          // per output: in the graph's memory, so a replay overwrites it
   std::vector<std::size_t> baseline_;  // per checked output: its storage's references when nobody else holds it
   std::int64_t calls_ = 0;

@@ -1,10 +1,10 @@
 // CUDA graphs of inference plans (CompileOptions::cuda_graphs, on by default): from a signature's
 // third call its plan replays as one graph. Replays match eager on fresh inputs, results a caller
-// keeps are never overwritten by a later replay, parameters updated in place or replaced are seen,
-// arguments the forward writes are written where they lie, products of one token launched early
-// read their inputs complete, the graphs of every size share one memory pool and keep none of it
-// between replays, and plans a graph cannot serve (value checks, a capture that fails) run launch
-// by launch. Label gpu.
+// keeps are never overwritten by a later replay, an input refilled in place is read anew,
+// parameters updated in place or replaced are seen, arguments the forward writes are written where
+// they lie, products of one token launched early read their inputs complete, the graphs of every
+// size share one memory pool and keep none of it between replays, and plans a graph cannot serve
+// (value checks, a capture that fails) run launch by launch. Label gpu.
 #include <cstdlib>
 
 #include <ATen/cuda/CUDAGraph.h>
@@ -74,6 +74,26 @@ TEST_F(InferenceGraphs, ReplaysMatchEagerAndKeptResultsStay) {
   EXPECT_EQ(stats.graph_plain_runs, 0);
   EXPECT_EQ(stats.graph_failures, 0);
   EXPECT_EQ(stats.eager_calls, 0);
+}
+
+// An application that refills one input tensor and lets each result go before the next call hands
+// the graph the same addresses every call: its copy nodes keep what they copy from and to
+// (runtime/graph_copy_nodes.h), and still every replay reads the input's values of its own call.
+TEST_F(InferenceGraphs, AnInputRefilledInPlaceAndResultsLetGoReplayTheNewValues) {
+  torch::NoGradGuard no_grad;
+  auto mlp = mlp_for_inference();
+  auto fast = zenith::compile(mlp, no_fallback("refilled"));
+  auto x = torch::empty({8, 32}, kDevice);
+  constexpr int kCalls = 6;
+  for (int call = 0; call < kCalls; ++call) {
+    x.copy_(torch::randn({8, 32}, kDevice));
+    expect_close(fast(x), mlp->forward(x), kRtol, kAtol, "call " + std::to_string(call));
+  }
+  const auto stats = fast.stats();
+  EXPECT_EQ(stats.graph_captures, 1);
+  EXPECT_EQ(stats.graph_replays, kCalls - 2);
+  EXPECT_EQ(stats.graph_plain_runs, 0);
+  EXPECT_EQ(stats.graph_failures, 0);
 }
 
 TEST_F(InferenceGraphs, GraphsOfEverySizeShareOnePoolAndKeepNoMemoryBetweenReplays) {
