@@ -29,13 +29,6 @@ std::vector<at::Tensor> tensors_of(const std::vector<std::pair<std::string, at::
   return tensors;
 }
 
-// Whether `tensor` still has `type` (set_data or resize_ in place keeps the tensor and changes it).
-bool keeps_type(const at::Tensor& tensor, const ir::TensorType& type) {
-  if (!tensor.defined()) return true;  // it cannot become defined in place: its slot changes
-  return tensor.scalar_type() == type.dtype && tensor.device() == type.device && tensor.sizes() == type.sizes &&
-         tensor.strides() == type.strides && tensor.requires_grad() == type.requires_grad;
-}
-
 // Counts a call from its start to its end: parameters are packed only while the one call that
 // packs them is in flight (Engine::pack_parameters).
 class CallInFlight {
@@ -71,15 +64,13 @@ void Engine::check_arguments(const std::vector<c10::IValue>& args) const {
 
 std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (state_ && access_.state_unchanged && access_.state_unchanged()) {
-    bool same = true;
-    for (std::size_t i = 0; i < state_->state.size() && same; ++i) same = keeps_type(state_->state[i].second, state_->types[i]);
-    if (same) return state_;
-  }
+  // set_data or resize_ in place keeps a tensor and changes its layout: the slots' identities
+  // alone do not tell.
+  if (state_ && access_.state_unchanged && access_.state_unchanged() && state_->layout.holds(state_->state)) return state_;
   auto snapshot = std::make_shared<StateSnapshot>();
   if (access_.state) snapshot->state = access_.state();
   const auto tensors = tensors_of(snapshot->state);
-  for (const auto& tensor : tensors) snapshot->types.push_back(tensor.defined() ? type_of(tensor) : ir::TensorType{});
+  snapshot->layout = StateLayout(snapshot->state);
   snapshot->fingerprint = state_fingerprint(tensors);
   state_ = snapshot;
   return state_;

@@ -24,6 +24,7 @@
 #include "runtime/plan_graph.h"
 #include "runtime/replay_profile.h"
 #include "runtime/signature.h"
+#include "runtime/state_layout.h"
 #include "runtime/symbolic_plan.h"
 #include "zenith/compile.h"
 
@@ -69,7 +70,7 @@ class Engine {
   /// The module's parameters and buffers as a call sees them, read by name only when they changed.
   struct StateSnapshot {
     State state;
-    std::vector<ir::TensorType> types;  // state's tensors' types when read, in order
+    StateLayout layout;                 // state's tensors' layouts when read
     std::size_t fingerprint = 0;        // state_fingerprint of state's tensors
   };
   /// The current snapshot: the last one while access_.state_unchanged() says so and every tensor
