@@ -21,8 +21,7 @@ StateLayout::StateLayout(const State& state) {
   }
 }
 
-// Defined here, beside its one caller: a loop the compiler sees whole, no call per tensor.
-inline bool StateLayout::holds_one(const at::Tensor& tensor, const Entry& entry) const {
+bool StateLayout::holds_one(const at::Tensor& tensor, const Entry& entry) const {
   if (!tensor.defined()) return true;
   if (!entry.defined || tensor.scalar_type() != entry.dtype || tensor.device() != entry.device ||
       tensor.requires_grad() != entry.requires_grad) {

@@ -1,5 +1,7 @@
 // runtime/state_layout.h: a module's state tensors checked at every call for a layout changed in
 // place (set_data, resize_, set_, a dtype or requires_grad changed), and nothing else.
+#include <functional>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -39,7 +41,8 @@ TEST(StateLayout, SeesEveryLayoutChangedInPlace) {
       {"transposed in place (strides)", [](at::Tensor& t) { t.t_(); }},
       {"a view of other strides set in place", [](at::Tensor& t) { t.set_(torch::randn({3, 4}).t()); }},
       {"requires_grad turned on", [](at::Tensor& t) { t.set_requires_grad(true); }},
-      {"one more dimension", [](at::Tensor& t) { t.unsqueeze_(0); }},
+      {"one more dimension, the sizes before it the same", [](at::Tensor& t) { t.unsqueeze_(-1); }},
+      {"another device, the same sizes and strides", [](at::Tensor& t) { t = torch::empty({4, 3}, torch::kMeta); }},
   };
   for (const auto& change : changes) {
     SCOPED_TRACE(change.what);
