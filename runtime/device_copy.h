@@ -1,5 +1,6 @@
-// Copies of a CUDA graph's inputs in and outputs out at every replay, each one cudaMemcpyAsync on
-// the current stream where both tensors lay the same elements out densely (the usual case: the
+// Copies of a CUDA graph's inputs in and outputs out at a replay where the graph's own copy nodes
+// (graph_copy_nodes.h) do not, and the layout check both use: each one cudaMemcpyAsync on the
+// current stream where both tensors lay the same elements out densely (the usual case: the
 // graph's buffers and outputs are made with the strides of the tensors they stand for). ATen's
 // copy_ issues the same device-to-device memcpy for such tensors, but only after its dispatch and
 // TensorIterator setup, host work a graphed call pays for every input and output: with them

@@ -29,7 +29,10 @@ void find_copy_nodes(cudaGraph_t graph, const std::vector<CopyNode*>& copies) {
     cudaMemcpy3DParms parameters{};
     C10_CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &parameters));
     for (auto* copy : copies) {
-      if (parameters.dstPtr.ptr != copy->destination || parameters.srcPtr.ptr != copy->source) continue;
+      if (parameters.dstPtr.ptr != copy->destination || parameters.srcPtr.ptr != copy->source ||
+          parameters.extent.width != copy->bytes) {
+        continue;
+      }
       if (copy->node != nullptr) {
         throw std::runtime_error(fmt::format("two memcpy nodes of the graph copy {} bytes from {} to {}", copy->bytes,
                                              copy->source, copy->destination));

@@ -6,6 +6,10 @@
 // of host time against 39. A node's parameters change only when the call's tensor lies elsewhere
 // than the last one's: a caller that passes the same inputs, or lets each result go before the
 // next call (the caching allocator then hands back the same block), pays nothing for them.
+// A copy out is recorded after the plan's last launch and waits for that launch alone; that
+// covers every launch before it because a kernel that may start before the one ahead of it
+// finishes (a programmatic launch: only Zenith's generated kernels are launched so) waits for it
+// before its first read, and so finishes after it.
 // Built with LibTorch's CUDA part only, as runtime/plan_graph.cpp, its user.
 #pragma once
 
@@ -31,7 +35,8 @@ struct CopyNode {
 CopyNode capture_copy(const at::Tensor& destination, const at::Tensor& source, cudaStream_t stream);
 
 /// Sets each copy's `node`: the memcpy node of `graph` that copies its bytes from its source to
-/// its destination. Throws std::runtime_error, naming the copy, where there is not exactly one.
+/// its destination. Throws std::runtime_error, naming the copy, where there is not exactly one
+/// (the graph then runs launch by launch).
 void find_copy_nodes(cudaGraph_t graph, const std::vector<CopyNode*>& copies);
 
 /// Points `copy` at `destination` and `source` for the launches of `exec` from now on (launches

@@ -282,8 +282,11 @@ class CudaPlanGraph final : public PlanGraph {
     std::string failure;
     // From its registration with the generator to its end, one capture in the process at a time.
     auto registration = lock_graph_registration();
-    auto graph = make_locked_graph(/*keep_graph=*/true);  // its copy nodes are found before it is instantiated
+    // Kept: the copy nodes are found in the captured graph, and CUDA re-points a node of an
+    // executable graph through the graph it was made from, which must live as long.
+    auto graph = make_locked_graph(/*keep_graph=*/true);
     std::vector<CopyNode> input_copies(inputs.size()), output_copies;
+    std::vector<at::Tensor> scratch;  // record_output_copies' destinations, kept until the capture ends
     {
       // Capture needs a stream other than the default; it records work and runs none.
       auto current = at::cuda::getCurrentCUDAStream(device_.index());
@@ -312,12 +315,13 @@ class CudaPlanGraph final : public PlanGraph {
           // early (runtime/unwritten_inputs.h), unless that memory is also an input it may write.
           const auto unwritten = read_only_memory_shared(*plan_, graph_inputs) ? nothing_unwritten(unwritten_) : unwritten_;
           outputs = execute_flat(*plan_, graph_inputs, nullptr, derived_.get(), &unwritten);
-          output_copies = record_output_copies(outputs, side.stream());
+          output_copies = record_output_copies(outputs, side.stream(), scratch);
           graph->capture_end();
         } catch (const std::exception& error) {
           failure = error.what();
           outputs.clear();
           output_copies.clear();
+          scratch.clear();
           abandon_capture(side, pool);
           graph.reset();
           c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool);
@@ -328,11 +332,13 @@ class CudaPlanGraph final : public PlanGraph {
         // The capture has ended: a failure from here on drops the graph as any dropped graph.
         try {
           find_copy_nodes(graph->raw_cuda_graph(), copy_nodes(input_copies, output_copies));
+          scratch.clear();
           graph->instantiate();
         } catch (const std::exception& error) {
           failure = error.what();
           outputs.clear();
           output_copies.clear();
+          scratch.clear();
           graph.reset();
         }
       }
@@ -389,15 +395,19 @@ class CudaPlanGraph final : public PlanGraph {
   }
 
   // During the capture, on its stream: per output, the copy of each result the caller gets a copy
-  // of into memory the replay points it at (here: scratch memory of the capture's, never written
-  // by a replay), where a memcpy can copy it; an empty CopyNode for the others.
-  std::vector<CopyNode> record_output_copies(const std::vector<at::Tensor>& outputs, cudaStream_t stream) const {
+  // of, where a memcpy can copy it (an empty CopyNode for the others), into scratch memory of the
+  // capture's that no launch ever writes: replay() points every node at the call's own memory
+  // before each launch. The scratch tensors stay in `scratch` until the capture has ended, so that
+  // no two nodes copy from one address to one address (a forward returning a tensor twice, or a
+  // tensor and a view of it at its start) and find_copy_nodes tells them apart.
+  std::vector<CopyNode> record_output_copies(const std::vector<at::Tensor>& outputs, cudaStream_t stream,
+                                             std::vector<at::Tensor>& scratch) const {
     std::vector<CopyNode> copies(outputs.size());
     for (std::size_t k = 0; k < outputs.size() && k < copied_outputs_; ++k) {
       const auto& output = outputs[k];
       if (!output.defined() || output.numel() == 0 || !plain_dense(output)) continue;
-      const auto scratch = at::empty_strided(output.sizes(), output.strides(), output.options());
-      copies[k] = capture_copy(scratch, output, stream);
+      scratch.push_back(at::empty_strided(output.sizes(), output.strides(), output.options()));
+      copies[k] = capture_copy(scratch.back(), output, stream);
     }
     return copies;
   }

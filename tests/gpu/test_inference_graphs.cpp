@@ -1,10 +1,11 @@
 // CUDA graphs of inference plans (CompileOptions::cuda_graphs, on by default): from a signature's
 // third call its plan replays as one graph. Replays match eager on fresh inputs, results a caller
-// keeps are never overwritten by a later replay, an input refilled in place is read anew,
-// parameters updated in place or replaced are seen, arguments the forward writes are written where
-// they lie, products of one token launched early read their inputs complete, the graphs of every
-// size share one memory pool and keep none of it between replays, and plans a graph cannot serve
-// (value checks, a capture that fails) run launch by launch. Label gpu.
+// keeps are never overwritten by a later replay, a result returned twice is copied out twice, an
+// input refilled in place is read anew, parameters updated in place or replaced are seen,
+// arguments the forward writes are written where they lie, products of one token launched early
+// read their inputs complete, the graphs of every size share one memory pool and keep none of it
+// between replays, and plans a graph cannot serve (value checks, a capture that fails) run launch
+// by launch. Label gpu.
 #include <cstdlib>
 
 #include <ATen/cuda/CUDAGraph.h>
@@ -13,6 +14,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "training/gradient_check.h"
@@ -94,6 +96,42 @@ TEST_F(InferenceGraphs, AnInputRefilledInPlaceAndResultsLetGoReplayTheNewValues)
   EXPECT_EQ(stats.graph_replays, kCalls - 2);
   EXPECT_EQ(stats.graph_plain_runs, 0);
   EXPECT_EQ(stats.graph_failures, 0);
+}
+
+// A forward that returns one tensor twice, or a tensor and a view of it from its start: the
+// graph's two copies out read one address, and each still gets a node of its own (their capture
+// destinations are kept apart, runtime/plan_graph.cpp record_output_copies); every result kept
+// matches eager. Not yet run on a GPU when written (2026-11-30).
+TEST_F(InferenceGraphs, AResultReturnedTwiceIsCopiedOutTwice) {
+  torch::NoGradGuard no_grad;
+  torch::jit::Module module("Twice");
+  module.register_parameter("w", torch::randn({32, 32}, kDevice) / 8, false);
+  module.define(R"(
+    def forward(self, x):
+        y = torch.softmax(torch.mm(torch.relu(torch.mm(x, self.w)), self.w), -1)
+        return y, y, y.view(-1)
+  )");
+  module.eval();
+  auto fast = zenith::compile(module, no_fallback("twice"));
+  constexpr int kCalls = 6;
+  std::vector<std::pair<c10::IValue, c10::IValue>> kept;
+  for (int call = 0; call < kCalls; ++call) {
+    auto x = torch::randn({8, 32}, kDevice);
+    kept.emplace_back(fast({x}), module.forward({x}));
+  }
+  for (std::size_t call = 0; call < kept.size(); ++call) {
+    const auto got = kept[call].first.toTupleRef().elements();
+    const auto want = kept[call].second.toTupleRef().elements();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      expect_close(got[k].toTensor(), want[k].toTensor(), kRtol, kAtol, fmt::format("call {} result {}", call, k));
+    }
+  }
+  const auto stats = fast.stats();
+  EXPECT_EQ(stats.graph_captures, 1);
+  EXPECT_EQ(stats.graph_replays, kCalls - 2);
+  EXPECT_EQ(stats.graph_failures, 0);
+  EXPECT_EQ(stats.eager_calls, 0);
 }
 
 TEST_F(InferenceGraphs, GraphsOfEverySizeShareOnePoolAndKeepNoMemoryBetweenReplays) {
