@@ -257,10 +257,10 @@ int run(int argc, char** argv) {
                                                     [&] { eager(inputs); }};
   const auto timing = time_modes(args, device, calls);
   const auto host = host_us(args, device, calls);
-  if (fast.stats().eager_calls > 0) throw std::runtime_error("the planned module ran eagerly: " + fast.report().fallback_reason);
-  if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
   const auto stats = fast.stats();
   const auto report = fast.report();
+  if (stats.eager_calls > 0) throw std::runtime_error("the planned module ran eagerly: " + report.fallback_reason);
+  if (eager.stats().eager_calls == 0) throw std::runtime_error("the unplannable module did not run eagerly");
   std::fprintf(stderr,
                "plan: %lld kernels (%lld without a compile), %lld runs, %lld replayed a CUDA graph, "
                "%lld graphs captured, %lld captures failed\n",

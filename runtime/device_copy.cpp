@@ -8,10 +8,6 @@
 namespace zenith {
 namespace {
 
-std::int64_t byte_count(const at::Tensor& tensor) {
-  return tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
-}
-
 // Strides matter only where a size is not 1: a size-1 dimension's stride moves no element.
 bool same_strides(const at::Tensor& a, const at::Tensor& b) {
   const auto sizes = a.sizes();
@@ -35,6 +31,10 @@ void copy_bytes(at::Tensor& destination, const at::Tensor& source) {
 }
 
 }  // namespace
+
+std::int64_t byte_count(const at::Tensor& tensor) {
+  return tensor.numel() * static_cast<std::int64_t>(tensor.element_size());
+}
 
 bool plain_dense(const at::Tensor& tensor) {
   return tensor.defined() && tensor.is_cuda() && tensor.layout() == at::kStrided && !tensor._is_zerotensor() &&

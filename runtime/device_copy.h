@@ -9,9 +9,14 @@
 // against 38 to 40. Anything else goes through ATen.
 #pragma once
 
+#include <cstdint>
+
 #include <ATen/ATen.h>
 
 namespace zenith {
+
+/// The bytes of `tensor`'s elements: what a memcpy of a plain_dense tensor moves.
+std::int64_t byte_count(const at::Tensor& tensor);
 
 /// Whether `tensor` is a strided CUDA tensor whose bytes are its values: not a ZeroTensor (no
 /// memory behind it), no lazy conjugate or negation, dense and non-overlapping.

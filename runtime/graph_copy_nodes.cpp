@@ -5,13 +5,15 @@
 #include <c10/cuda/CUDAException.h>
 #include <fmt/format.h>
 
+#include "runtime/device_copy.h"
+
 namespace zenith {
 
 CopyNode capture_copy(const at::Tensor& destination, const at::Tensor& source, cudaStream_t stream) {
   CopyNode copy;
   copy.destination = destination.data_ptr();
   copy.source = source.const_data_ptr();
-  copy.bytes = static_cast<std::size_t>(source.numel()) * source.element_size();
+  copy.bytes = static_cast<std::size_t>(byte_count(source));
   C10_CUDA_CHECK(cudaMemcpyAsync(copy.destination, copy.source, copy.bytes, cudaMemcpyDeviceToDevice, stream));
   return copy;
 }
