@@ -145,7 +145,12 @@ CompiledModule<c10::IValue(std::vector<c10::IValue>)> compile(torch::jit::Module
     return state;
   };
   access.state_unchanged = [slots]() { return slots->unchanged(); };
-  access.is_training = [module]() { return module.is_training(); };
+  // Module::is_training looks the attribute up by name (a string built and the type's attributes
+  // searched: 4.5% of a graphed BERT-base b1 call's host time in an H200 profile); its slot is
+  // found once. A module without the attribute (one built in C++) asks Module::is_training.
+  access.is_training = [module, slot = module._ivalue()->type()->findAttributeSlot("training")]() {
+    return slot ? module._ivalue()->getSlot(*slot).toBool() : module.is_training();
+  };
   // A forward on std::vector<IValue> is called with the vector itself.
   auto engine = detail::make_engine(std::move(access), std::move(options));
   return CompiledModule<c10::IValue(std::vector<c10::IValue>)>(std::move(engine));

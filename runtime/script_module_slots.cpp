@@ -11,13 +11,13 @@ void ScriptModuleSlots::record() {
 
 void ScriptModuleSlots::record(const c10::intrusive_ptr<c10::ivalue::Object>& object) {
   const auto& type = object->type();
-  shapes_.push_back(Shape{object.get(), object->slots().size()});
+  shapes_.push_back(Shape{object.get(), object->slots().size(), object->slots().data()});
   for (std::size_t i = 0; i < type->numAttributes(); ++i) {
     const auto& value = object->getSlot(i);
     auto class_type = type->getAttribute(i)->cast<c10::ClassType>();
     const bool submodule = class_type && class_type->is_module() && value.isObject();
     if (!submodule && !type->is_parameter(i) && !type->is_buffer(i)) continue;
-    slots_.push_back(Slot{object.get(), i, value});
+    slots_.push_back(Slot{&object->slots()[i], value});
     if (submodule) record(value.toObject());
   }
 }
@@ -36,12 +36,14 @@ bool same_identity(const c10::IValue& now, const c10::IValue& held) {
 bool ScriptModuleSlots::unchanged() const {
   if (!recorded_) return false;
   // An attribute added to a module adds a slot to its object; its slot count is read without the
-  // shared type pointer that type() copies (an atomic increment and decrement per module).
+  // shared type pointer that type() copies (an atomic increment and decrement per module). With
+  // its count, where the slots lie: a slot is then read at its recorded address.
   for (const auto& shape : shapes_) {
-    if (shape.object->slots().size() != shape.attributes) return false;
+    const auto& slots = shape.object->slots();
+    if (slots.size() != shape.attributes || slots.data() != shape.slots) return false;
   }
   for (const auto& slot : slots_) {
-    if (!same_identity(slot.object->getSlot(slot.index), slot.held)) return false;
+    if (!same_identity(*slot.address, slot.held)) return false;
   }
   return true;
 }

@@ -23,13 +23,15 @@ class ScriptModuleSlots {
 
  private:
   struct Slot {
-    c10::ivalue::Object* object;  // kept alive by module_ or by `held` of its parent's slot
-    std::size_t index;
+    // Into its object's slot vector, read straight: valid while the object's Shape holds (the
+    // vector neither grew nor moved), which unchanged() checks first.
+    const c10::IValue* address;
     c10::IValue held;  // the tensor or submodule object, compared by identity
   };
   struct Shape {
-    c10::ivalue::Object* object;
-    std::size_t attributes;  // its object's slots
+    c10::ivalue::Object* object;  // kept alive by module_ or by `held` of its parent's slot
+    std::size_t attributes;       // its object's slots
+    const c10::IValue* slots;     // where its object's slot vector lies
   };
   void record(const c10::intrusive_ptr<c10::ivalue::Object>& object);
 

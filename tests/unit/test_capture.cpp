@@ -337,6 +337,40 @@ TEST(Capture, TorchScriptParametersReplacedBetweenCallsAreSeen) {
   EXPECT_EQ(fast.stats().eager_calls, 0);
 }
 
+TEST(Capture, TorchScriptTrainingFlagIsReadAtEveryCall) {
+  // The module's training flag is part of a call's signature: train() after compiling is a new
+  // signature, and eval() again is the first one's.
+  torch::manual_seed(13);
+  torch::jit::Module scripted("Flag");
+  // A module scripted or traced in Python has the attribute; one built in C++ has it only when
+  // registered (without it, train() and eval() change nothing and is_training() says true).
+  scripted.register_attribute("training", c10::BoolType::get(), true);
+  scripted.register_parameter("w", torch::randn({4, 4}), false);
+  scripted.define(R"(
+    def forward(self, x):
+        return torch.relu(torch.matmul(x, self.w))
+  )");
+  scripted.eval();
+  torch::NoGradGuard no_grad;
+  auto fast = compile(scripted, strict());
+  auto call = [&](const std::string& when) {
+    auto x = torch::randn({3, 4});
+    // One product of four terms: rounding of order 1e-7.
+    EXPECT_TRUE(torch::allclose(fast({x}).toTensor(), scripted.forward({x}).toTensor(), 1e-5, 1e-6)) << when;
+  };
+  call("eval");
+  call("eval again");
+  EXPECT_EQ(fast.stats().misses, 1);
+  scripted.train();
+  call("train");
+  call("train again");
+  EXPECT_EQ(fast.stats().misses, 2) << "train() was not seen";
+  scripted.eval();
+  call("eval after train");
+  EXPECT_EQ(fast.stats().misses, 2) << "eval() again is the first signature";
+  EXPECT_EQ(fast.stats().eager_calls, 0);
+}
+
 TEST(Capture, AForwardWithoutControlFlowIsStraightLine) {
   // Symbolic plans may fit values read from sizes only where they cannot choose the ops that run.
   torch::jit::Module inner("Branchy");
