@@ -1,6 +1,7 @@
 #include "runtime/signature.h"
 
 #include <algorithm>
+#include <array>
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
@@ -12,6 +13,9 @@
 
 namespace zenith {
 namespace {
+
+// The devices whose autocast regions a signature holds.
+constexpr std::array<at::DeviceType, 2> kAutocastDevices = {at::kCPU, at::kCUDA};
 
 std::size_t hash_type(std::size_t seed, const ir::TensorType& type) {
   seed = c10::hash_combine(seed, static_cast<std::size_t>(type.dtype));
@@ -25,6 +29,30 @@ std::size_t hash_type(std::size_t seed, const ir::TensorType& type) {
 }
 
 std::string describe_arg(const ArgSignature& arg) { return arg.is_tensor ? arg.tensor.to_string() : arg.scalar; }
+
+// Whether without_unit_dim_strides(type_of(tensor)) == type, without building either.
+bool has_type(const at::Tensor& tensor, const ir::TensorType& type) {
+  if (!tensor.defined() || tensor.scalar_type() != type.dtype || tensor.device() != type.device ||
+      tensor.requires_grad() != type.requires_grad) {
+    return false;
+  }
+  const auto sizes = tensor.sizes();
+  const auto strides = tensor.strides();
+  if (sizes.size() != type.sizes.size() || strides.size() != type.strides.size()) return false;
+  std::int64_t later = 1;  // as without_unit_dim_strides: the product of the sizes after the dimension
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != type.sizes[d] || (sizes[d] == 1 ? later : strides[d]) != type.strides[d]) return false;
+    later *= std::max<std::int64_t>(sizes[d], 1);
+  }
+  return true;
+}
+
+// Whether autocast_regions() == regions; without building the string when both are empty.
+bool has_autocast_regions(const std::string& regions) {
+  if (!regions.empty()) return autocast_regions() == regions;
+  return std::none_of(kAutocastDevices.begin(), kAutocastDevices.end(),
+                      [](at::DeviceType device) { return at::autocast::is_autocast_enabled(device); });
+}
 
 }  // namespace
 
@@ -81,7 +109,7 @@ std::string Signature::describe_change(const Signature& previous) const {
 
 std::string autocast_regions() {
   std::string regions;
-  for (auto device : {at::kCPU, at::kCUDA}) {
+  for (auto device : kAutocastDevices) {
     if (!at::autocast::is_autocast_enabled(device)) continue;
     regions += fmt::format("{}{}:{}", regions.empty() ? "" : ",", c10::DeviceTypeName(device, /*lower_case=*/true),
                            ir::dtype_name(at::autocast::get_autocast_dtype(device)));
@@ -95,6 +123,21 @@ std::size_t state_fingerprint(const std::vector<at::Tensor>& state) {
     if (tensor.defined()) seed = hash_type(seed, type_of(tensor));
   }
   return seed;
+}
+
+bool has_signature(const Signature& signature, const std::vector<c10::IValue>& args, std::size_t state_fingerprint,
+                   bool training) {
+  if (signature.grad_mode != at::GradMode::is_enabled() || signature.training != training ||
+      signature.state_fingerprint != state_fingerprint || signature.args.size() != args.size() ||
+      !has_autocast_regions(signature.autocast)) {
+    return false;
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].isTensor() || !signature.args[i].is_tensor || !has_type(args[i].toTensor(), signature.args[i].tensor)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training) {
