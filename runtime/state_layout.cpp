@@ -21,12 +21,10 @@ StateLayout::StateLayout(const State& state) {
   }
 }
 
-bool StateLayout::holds_one(const at::Tensor& tensor, const Entry& entry) const {
+bool StateLayout::holds_one(const at::Tensor& tensor, const Entry& entry, bool with_requires_grad) const {
   if (!tensor.defined()) return true;
-  if (!entry.defined || tensor.scalar_type() != entry.dtype || tensor.device() != entry.device ||
-      tensor.requires_grad() != entry.requires_grad) {
-    return false;
-  }
+  if (!entry.defined || tensor.scalar_type() != entry.dtype || tensor.device() != entry.device) return false;
+  if (with_requires_grad && tensor.requires_grad() != entry.requires_grad) return false;
   const auto sizes = tensor.sizes();
   const auto strides = tensor.strides();
   if (sizes.size() != entry.rank) return false;
@@ -37,10 +35,10 @@ bool StateLayout::holds_one(const at::Tensor& tensor, const Entry& entry) const 
   return true;
 }
 
-bool StateLayout::holds(const State& state) const {
+bool StateLayout::holds(const State& state, bool with_requires_grad) const {
   if (state.size() != entries_.size()) return false;
   for (std::size_t i = 0; i < state.size(); ++i) {
-    if (!holds_one(state[i].second, entries_[i])) return false;
+    if (!holds_one(state[i].second, entries_[i], with_requires_grad)) return false;
   }
   return true;
 }

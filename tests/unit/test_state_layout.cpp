@@ -53,6 +53,17 @@ TEST(StateLayout, SeesEveryLayoutChangedInPlace) {
   }
 }
 
+TEST(StateLayout, RequiresGradIsComparedOnlyWhenAsked) {
+  torch::manual_seed(5);
+  auto state = state_of({torch::randn({5}), torch::randn({4, 3})});
+  const StateLayout layout(state);
+  state[1].second.set_requires_grad(true);
+  EXPECT_FALSE(layout.holds(state, /*with_requires_grad=*/true));
+  EXPECT_TRUE(layout.holds(state, /*with_requires_grad=*/false));
+  state[1].second.set_data(torch::randn({12}));
+  EXPECT_FALSE(layout.holds(state, /*with_requires_grad=*/false)) << "the rest of the layout is still compared";
+}
+
 TEST(StateLayout, UndefinedTensorsAndCounts) {
   auto state = state_of({torch::randn({2}), at::Tensor()});
   const StateLayout layout(state);
