@@ -65,15 +65,33 @@ void Engine::check_arguments(const std::vector<c10::IValue>& args) const {
 std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
   std::lock_guard<std::mutex> lock(mutex_);
   // set_data or resize_ in place keeps a tensor and changes its layout: the slots' identities
-  // alone do not tell.
-  if (state_ && access_.state_unchanged && access_.state_unchanged() && state_->layout.holds(state_->state)) return state_;
+  // alone do not tell. requires_grad only in grad mode: without it every call is an inference
+  // call whatever the parameters require, and a snapshot kept with a stale requires_grad is read
+  // anew at the first call in grad mode.
+  if (state_ && access_.state_unchanged && access_.state_unchanged() &&
+      state_->layout.holds(state_->state, /*with_requires_grad=*/at::GradMode::is_enabled())) {
+    return state_;
+  }
   auto snapshot = std::make_shared<StateSnapshot>();
   if (access_.state) snapshot->state = access_.state();
   const auto tensors = tensors_of(snapshot->state);
   snapshot->layout = StateLayout(snapshot->state);
   snapshot->fingerprint = state_fingerprint(tensors);
+  snapshot->generation = ++snapshots_;
+  call_buffers_.retire_before(snapshot->generation);
   state_ = snapshot;
   return state_;
+}
+
+std::shared_ptr<const Engine::Hit> Engine::repeated_hit(const std::vector<c10::IValue>& args, std::size_t fingerprint,
+                                                       bool module_training) {
+  std::shared_ptr<const Hit> hit;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hit = last_hit_;
+  }
+  if (hit && has_signature(hit->signature, args, fingerprint, module_training)) return hit;
+  return nullptr;
 }
 
 c10::IValue Engine::call(std::vector<c10::IValue> args) {
@@ -95,20 +113,27 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     }
     return run_eager(args);
   }
-  auto signature = make_signature(args, snapshot->fingerprint, access_.is_training ? access_.is_training() : false);
+  const bool module_training = access_.is_training ? access_.is_training() : false;
+  const auto hit = repeated_hit(args, snapshot->fingerprint, module_training);
+  Signature built;
+  if (!hit) built = make_signature(args, snapshot->fingerprint, module_training);
+  const Signature& signature = hit ? hit->signature : built;
   std::shared_ptr<const Entry> entry;
   bool eager = false;  // decided once: the count and the path agree
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    entry = cache_.find(signature);
+    // An entry the cache evicted since repeated_hit is still the plan of this signature.
+    entry = hit ? hit->entry : cache_.find(signature);
     std::string refusal;
     if (entry) {
       ++stats_.hits;
+      if (!hit) last_hit_ = std::make_shared<const Hit>(Hit{signature, entry});
       pack_parameters(nullptr, state);
     } else if (auto started = Clock::now(); !training && (entry = instantiate_symbolic(signature, state.size(), refusal))) {
       ++stats_.instantiations;
       stats_.instantiation_ms += ms_since(started);
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, entry));
+      last_hit_.reset();
       pack_parameters(entry, state);
     } else {
       if (stats_.misses++ > 0) ++stats_.recaptures;
@@ -122,6 +147,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       // statistics, dropout's random numbers) again.
       auto compiled = compile_signature(args, state, signature, training ? std::vector<DynamicDim>{} : dims_to_make_symbolic(signature));
       stats_.evictions += static_cast<std::int64_t>(cache_.insert(signature, compiled.entry));
+      last_hit_.reset();
       if (compiled.entry->plan == nullptr) ++stats_.eager_calls;
       pack_parameters(compiled.entry, state);
       return compiled.result;
@@ -143,18 +169,20 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
       return after_out_of_memory(error, signature, args, /*training=*/true);
     }
   }
-  auto result = run_plan(*entry, signature, args, state);
+  auto result = run_plan(*entry, signature, args, *snapshot);
   verify_against_eager(args, result);
   return result;
 }
 
 c10::IValue Engine::run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
-                             const State& state) {
+                             const StateSnapshot& snapshot) {
+  const State& state = snapshot.state;
   try {
     auto profile = reserve_profile_run(signature);
     c10::IValue result;
     if (!profile && entry.graph) {
-      result = nest_outputs(entry.plan->graph.output_structure, entry.graph->run(call_tensors(args, state)));
+      const auto tensors = call_buffers_.lease(args, state, snapshot.generation);
+      result = nest_outputs(entry.plan->graph.output_structure, entry.graph->run(tensors.tensors()));
     } else if (!profile) {
       result = execute(*entry.plan, call_tensors(args, state), nullptr, entry.derived.get());
     } else {  // profiled runs time each step, derived ones included: launch by launch

@@ -19,6 +19,7 @@
 #include "capture/tracer_capture.h"
 #include "core/backend.h"
 #include "core/plan.h"
+#include "runtime/call_tensor_buffers.h"
 #include "runtime/derived_values.h"
 #include "runtime/plan_cache.h"
 #include "runtime/plan_graph.h"
@@ -72,10 +73,20 @@ class Engine {
     State state;
     StateLayout layout;                 // state's tensors' layouts when read
     std::size_t fingerprint = 0;        // state_fingerprint of state's tensors
+    std::uint64_t generation = 0;       // 1 for the first snapshot, one more for each later one
   };
   /// The current snapshot: the last one while access_.state_unchanged() says so and every tensor
   /// keeps its type, else read anew. Takes mutex_.
   std::shared_ptr<const StateSnapshot> current_state();
+
+  /// A signature found in the cache, with its entry.
+  struct Hit {
+    Signature signature;
+    std::shared_ptr<const Entry> entry;
+  };
+  /// The last hit when this call's signature is its (has_signature), else null. Takes mutex_.
+  std::shared_ptr<const Hit> repeated_hit(const std::vector<c10::IValue>& args, std::size_t fingerprint,
+                                          bool module_training);
 
   /// Captures, optimizes and lowers a signature. With `dims`, also captures at probe sizes and fits
   /// a symbolic plan over them (or reports why not in the report's static_reason).
@@ -137,7 +148,7 @@ class Engine {
   /// Whether `entry`'s value checks failed so often in a row that its signature runs eagerly.
   static bool gave_up_checking(const Entry& entry);
   c10::IValue run_plan(const Entry& entry, const Signature& signature, const std::vector<c10::IValue>& args,
-                       const State& state);
+                       const StateSnapshot& snapshot);
   /// A plan run stopped by a failed allocation (is_out_of_memory): counts it, then runs the call
   /// eagerly (CompileOptions::eager_on_out_of_memory; never a training call) or throws a
   /// zenith::Error that says so.
@@ -192,6 +203,13 @@ class Engine {
   std::unordered_map<std::size_t, ProfileSlot> profiles_;  // by signature hash
   std::atomic<bool> told_training_profile_{false};  // read and set outside mutex_
   std::shared_ptr<const StateSnapshot> state_;  // current_state()'s last read
+  // The last call's hit: a call that repeats its signature (most calls) skips building one and
+  // the cache's lookup. Dropped at every insertion into the cache: an entry it evicts is not
+  // served on, and the cache's order of use stays the one a lookup at every call would give (a
+  // repeated hit is the most recently used entry already, bumped by the lookup that made it).
+  std::shared_ptr<const Hit> last_hit_;
+  std::uint64_t snapshots_ = 0;        // snapshots made so far: the last one's generation
+  CallTensorBuffers call_buffers_;     // the graphed calls' tensor vectors
   std::atomic<int> calls_in_flight_{0};         // calls between their start and their end
   std::vector<std::weak_ptr<const Entry>> to_pack_;  // entries whose parameters wait to be packed
   std::set<std::string> told_packing_;          // packing refusals already logged

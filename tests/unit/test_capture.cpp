@@ -142,6 +142,27 @@ TEST(Capture, NewShapesRecaptureAndTheCacheIsBounded) {
   EXPECT_EQ(fast.stats().recaptures, 3);
 }
 
+TEST(Capture, ASignatureEvictedRightAfterItsHitsIsCapturedAgain) {
+  // A call that repeats the last hit's signature skips the cache's lookup; a capture in between
+  // must end that, or a call would run the plan the cache evicted and no count would say so.
+  torch::manual_seed(15);
+  torch::NoGradGuard no_grad;
+  auto options = strict();
+  options.plan_cache_size = 1;
+  options.dynamic_shapes = DynamicShapes::Off;
+  TwoHeads model;
+  auto fast = compile(model, options);
+  for (int rows : {1, 1, 1, 2, 1, 1}) {
+    auto x = torch::randn({rows, 6});
+    // Products of six and eight terms: rounding of order 1e-7.
+    EXPECT_TRUE(torch::allclose(std::get<0>(fast(x)), std::get<0>(model->forward(x)), 1e-5, 1e-6)) << rows << " rows";
+  }
+  const auto stats = fast.stats();
+  EXPECT_EQ(stats.misses, 3) << "1 row, 2 rows (evicting 1 row), then 1 row again";
+  EXPECT_EQ(stats.hits, 3);
+  EXPECT_EQ(stats.evictions, 2);
+}
+
 TEST(Capture, StridesAndEvalModeAreInTheSignature) {
   torch::manual_seed(4);
   torch::NoGradGuard no_grad;
@@ -415,6 +436,36 @@ TEST(Capture, GradientsGoThroughACompiledBackward) {
   EXPECT_EQ(fast.stats().eager_calls, 0);
   EXPECT_EQ(fast.stats().misses, 1);
   EXPECT_EQ(fast.stats().training_calls, kCallsPerSignature - 1);
+}
+
+TEST(Capture, ParametersFrozenWithoutGradModeAreSeenInGradMode) {
+  // Outside grad mode a call does not compare the parameters' requires_grad (every call is an
+  // inference call); one frozen there must still be seen by the next call in grad mode, or that
+  // call would run the training plan of the parameters as they were.
+  torch::manual_seed(14);
+  TwoHeads model;
+  auto fast = compile(model, strict());
+  auto x = torch::randn({3, 6});
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    EXPECT_TRUE(std::get<0>(fast(fresh_like(x))).requires_grad()) << "training, " << call_name(call);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_FALSE(std::get<0>(fast(fresh_like(x))).requires_grad());
+    for (auto& parameter : model->parameters()) parameter.requires_grad_(false);
+    EXPECT_FALSE(std::get<0>(fast(fresh_like(x))).requires_grad());
+  }
+  for (int call = 0; call < kCallsPerSignature; ++call) {
+    auto input = fresh_like(x);
+    auto compiled = fast(input);
+    auto eager = model->forward(input);
+    EXPECT_FALSE(std::get<0>(compiled).requires_grad()) << "every parameter frozen, " << call_name(call);
+    // Products of six and eight terms: rounding of order 1e-7.
+    EXPECT_TRUE(torch::allclose(std::get<0>(compiled), std::get<0>(eager), 1e-5, 1e-6)) << call_name(call);
+    EXPECT_TRUE(torch::allclose(std::get<1>(compiled), std::get<1>(eager), 1e-5, 1e-6)) << call_name(call);
+  }
+  EXPECT_EQ(fast.stats().training_calls, kCallsPerSignature - 1) << "the training plan served only the first calls";
+  EXPECT_EQ(fast.stats().eager_calls, 0);
 }
 
 TEST(Capture, DisableRunsEager) {
