@@ -122,12 +122,18 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   bool eager = false;  // decided once: the count and the path agree
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // An entry the cache evicted since repeated_hit is still the plan of this signature.
-    entry = hit ? hit->entry : cache_.find(signature);
+    // The last hit still the last (no other call found or inserted an entry since repeated_hit
+    // read it): it is the most recently used entry, and still in the cache. Otherwise the lookup,
+    // so that counts and order of use are the ones a lookup at every call gives.
+    entry = hit && hit == last_hit_ ? hit->entry : cache_.find(signature);
     std::string refusal;
     if (entry) {
       ++stats_.hits;
-      if (!hit) last_hit_ = std::make_shared<const Hit>(Hit{signature, entry});
+      // A lookup made this entry the most recently used: it is the last hit now. A signature with a
+      // non-tensor argument is not kept (has_signature never matches it), nor is the hit before.
+      if (!hit || hit != last_hit_) {
+        last_hit_ = signature_is_repeatable(signature) ? std::make_shared<const Hit>(Hit{signature, entry}) : nullptr;
+      }
       pack_parameters(nullptr, state);
     } else if (auto started = Clock::now(); !training && (entry = instantiate_symbolic(signature, state.size(), refusal))) {
       ++stats_.instantiations;

@@ -203,10 +203,11 @@ class Engine {
   std::unordered_map<std::size_t, ProfileSlot> profiles_;  // by signature hash
   std::atomic<bool> told_training_profile_{false};  // read and set outside mutex_
   std::shared_ptr<const StateSnapshot> state_;  // current_state()'s last read
-  // The last call's hit: a call that repeats its signature (most calls) skips building one and
-  // the cache's lookup. Dropped at every insertion into the cache: an entry it evicts is not
-  // served on, and the cache's order of use stays the one a lookup at every call would give (a
-  // repeated hit is the most recently used entry already, bumped by the lookup that made it).
+  // The last call's hit: a call that repeats its signature (most calls) skips building one and,
+  // while no other call replaced it meanwhile, the cache's lookup. Dropped at every insertion into
+  // the cache: an entry it evicts is not served on, and the cache's order of use stays the one a
+  // lookup at every call would give (a repeated hit is the most recently used entry already,
+  // bumped by the lookup that made it).
   std::shared_ptr<const Hit> last_hit_;
   std::uint64_t snapshots_ = 0;        // snapshots made so far: the last one's generation
   CallTensorBuffers call_buffers_;     // the graphed calls' tensor vectors

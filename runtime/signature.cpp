@@ -140,6 +140,10 @@ bool has_signature(const Signature& signature, const std::vector<c10::IValue>& a
   return true;
 }
 
+bool signature_is_repeatable(const Signature& signature) {
+  return std::all_of(signature.args.begin(), signature.args.end(), [](const ArgSignature& arg) { return arg.is_tensor; });
+}
+
 Signature make_signature(const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& state, bool training) {
   return make_signature(args, state_fingerprint(state), training);
 }

@@ -53,6 +53,8 @@ Signature make_signature(const std::vector<c10::IValue>& args, std::size_t state
 /// signature then.
 bool has_signature(const Signature& signature, const std::vector<c10::IValue>& args, std::size_t state_fingerprint,
                    bool training);
+/// Whether has_signature can ever match `signature`: every argument a tensor.
+bool signature_is_repeatable(const Signature& signature);
 
 /// The autocast regions enabled on this thread, e.g. "cuda:bfloat16" or "cpu:bfloat16,cuda:float16"
 /// (empty: none).
