@@ -1,6 +1,7 @@
 #include "runtime/call_tensor_buffers.h"
 
 #include <algorithm>
+#include <new>
 
 namespace zenith::detail {
 
@@ -47,15 +48,19 @@ void CallTensorBuffers::retire_before(std::uint64_t generation) {
   retired.swap(kept_);
 }
 
-void CallTensorBuffers::give_back(std::unique_ptr<Lease::Buffer> buffer) {
+void CallTensorBuffers::give_back(std::unique_ptr<Lease::Buffer> buffer) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (buffer->generation >= oldest_kept_) {
-      kept_.push_back(std::move(buffer));
-      return;
+      // From a lease's destructor: a vector that cannot be kept (no memory) is dropped instead.
+      try {
+        kept_.push_back(std::move(buffer));
+        return;
+      } catch (const std::bad_alloc&) {
+      }
     }
   }
-  // An old state's vector: its tensors go with it, outside the lock.
+  // An old state's vector, or one not kept: its tensors go with it, outside the lock.
 }
 
 }  // namespace zenith::detail

@@ -55,7 +55,7 @@ class CallTensorBuffers {
   void retire_before(std::uint64_t generation);
 
  private:
-  void give_back(std::unique_ptr<Lease::Buffer> buffer);
+  void give_back(std::unique_ptr<Lease::Buffer> buffer) noexcept;
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<Lease::Buffer>> kept_;

@@ -50,6 +50,7 @@ TEST(CallTensorBuffers, ConcurrentLeasesAreDistinct) {
   const auto state = state_of({torch::randn({3})});
   const std::vector<c10::IValue> first = {torch::randn({2})};
   const std::vector<c10::IValue> second = {torch::randn({2})};
+  { const auto ended = buffers.lease(first, state, 1); }  // one vector kept: the next lease reuses it
   auto a = buffers.lease(first, state, 1);
   auto b = buffers.lease(second, state, 1);
   expect_same(a.tensors(), call_tensors(first, state));
