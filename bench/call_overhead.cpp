@@ -29,7 +29,8 @@
 // takes (parameters, signature, plan cache, then the module's own forward).
 //
 // --host-only measures the last column alone (the other columns print "-"): a profiler attached
-// to the run then sees no call waiting on a launch queue that the calls before it filled.
+// to the run then sees no call waiting on a launch queue that the calls before it filled. Both
+// ways, every mode is called ten times before the first timed call.
 //
 // --label names the model in the printed row (default: the file's path, or "synthetic N").
 // --torchscript-fuser off turns TorchScript's tensor-expression fuser off for the module's own
@@ -193,13 +194,18 @@ double microseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Microseconds per call of each of `calls` after a warm-up: each repetition's N calls timed
-// together up to a device synchronization, one sample a repetition.
-Timing time_modes(const Args& args, const at::Device& device, const std::vector<std::function<void()>>& calls) {
+// Ten calls of each of `calls`: the planned module's capture, compiles and graph capture come
+// before any timed call, --host-only's included.
+void warm_up(const at::Device& device, const std::vector<std::function<void()>>& calls) {
   for (const auto& call : calls) {
     for (int i = 0; i < 10; ++i) call();
   }
   synchronize(device);
+}
+
+// Microseconds per call of each of `calls`: each repetition's N calls timed together up to a
+// device synchronization, one sample a repetition.
+Timing time_modes(const Args& args, const at::Device& device, const std::vector<std::function<void()>>& calls) {
   const auto per_call = interleaved(args.reps, calls.size(), [&](std::size_t k) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < args.calls; ++i) calls[k]();
@@ -260,6 +266,7 @@ int run(int argc, char** argv) {
 
   const std::vector<std::function<void()>> calls = {[&] { module.forward(inputs); }, [&] { fast(inputs); },
                                                     [&] { eager(inputs); }};
+  warm_up(device, calls);
   const auto timing = args.host_only ? Timing{} : time_modes(args, device, calls);
   const auto host = host_us(args, device, calls);
   const auto stats = fast.stats();
