@@ -213,6 +213,15 @@ TEST_F(InferenceGraphs, ParametersUpdatedInPlaceOrReplacedAreSeen) {
   for (auto& p : mlp->parameters()) p.set_data(torch::randn_like(p));  // new memory
   for (int call = 0; call < 5; ++call) check("replaced, call " + std::to_string(call));
   EXPECT_GE(fast.stats().graph_replays, 4);
+  const auto replays = fast.stats().graph_replays;
+  // Other tensor objects in the parameters' places (a submodule replaced, the C++ frontend's way):
+  // a new state snapshot, which the call's kept tensor vector (runtime/call_tensor_buffers.h) must
+  // follow, or the graph would read the old tensors, still alive there, at the addresses it was
+  // captured with.
+  mlp->a = mlp->replace_module("a", torch::nn::Linear(32, 64));
+  mlp->a->to(kDevice);
+  for (int call = 0; call < 5; ++call) check("a submodule replaced, call " + std::to_string(call));
+  EXPECT_GT(fast.stats().graph_replays, replays) << "the new parameters were read by a replay too";
 }
 
 // A decode step's chain at one token: normalized rows (a row kernel), a product of one row (the
