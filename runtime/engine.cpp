@@ -62,8 +62,9 @@ void Engine::check_arguments(const std::vector<c10::IValue>& args) const {
   }
 }
 
-std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
+std::shared_ptr<const Engine::StateSnapshot> Engine::current_state(std::shared_ptr<const Hit>& last_hit) {
   std::lock_guard<std::mutex> lock(mutex_);
+  last_hit = last_hit_;  // read under the same lock: one lock less a call
   // set_data or resize_ in place keeps a tensor and changes its layout: the slots' identities
   // alone do not tell. requires_grad only in grad mode: without it every call is an inference
   // call whatever the parameters require, and a snapshot kept with a stale requires_grad is read
@@ -83,16 +84,6 @@ std::shared_ptr<const Engine::StateSnapshot> Engine::current_state() {
   return state_;
 }
 
-std::shared_ptr<const Engine::Hit> Engine::repeated_hit(const std::vector<c10::IValue>& args, std::size_t fingerprint,
-                                                       bool module_training) {
-  std::shared_ptr<const Hit> hit;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    hit = last_hit_;
-  }
-  if (hit && has_signature(hit->signature, args, fingerprint, module_training)) return hit;
-  return nullptr;
-}
 
 c10::IValue Engine::call(std::vector<c10::IValue> args) {
   const CallInFlight in_flight(calls_in_flight_);
@@ -102,7 +93,8 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     ++stats_.eager_calls;
     return run_eager(args);
   }
-  const auto snapshot = current_state();
+  std::shared_ptr<const Hit> last_hit;
+  const auto snapshot = current_state(last_hit);
   const State& state = snapshot->state;
   const bool training = needs_gradients(args, state);
   if (auto why = eager_reason(training); !why.empty()) {
@@ -114,7 +106,9 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     return run_eager(args);
   }
   const bool module_training = access_.is_training ? access_.is_training() : false;
-  const auto hit = repeated_hit(args, snapshot->fingerprint, module_training);
+  const auto hit = last_hit && has_signature(last_hit->signature, args, snapshot->fingerprint, module_training)
+                       ? last_hit
+                       : nullptr;
   Signature built;
   if (!hit) built = make_signature(args, snapshot->fingerprint, module_training);
   const Signature& signature = hit ? hit->signature : built;
@@ -122,7 +116,7 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
   bool eager = false;  // decided once: the count and the path agree
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // The last hit still the last (no other call found or inserted an entry since repeated_hit
+    // The last hit still the last (no other call found or inserted an entry since current_state
     // read it): it is the most recently used entry, and still in the cache. Otherwise the lookup,
     // so that counts and order of use are the ones a lookup at every call gives.
     entry = hit && hit == last_hit_ ? hit->entry : cache_.find(signature);

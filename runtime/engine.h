@@ -75,18 +75,16 @@ class Engine {
     std::size_t fingerprint = 0;        // state_fingerprint of state's tensors
     std::uint64_t generation = 0;       // 1 for the first snapshot, one more for each later one
   };
+  struct Hit;
   /// The current snapshot: the last one while access_.state_unchanged() says so and every tensor
-  /// keeps its type, else read anew. Takes mutex_.
-  std::shared_ptr<const StateSnapshot> current_state();
+  /// keeps its type, else read anew. Takes mutex_, under which it also reads `last_hit`.
+  std::shared_ptr<const StateSnapshot> current_state(std::shared_ptr<const Hit>& last_hit);
 
   /// A signature found in the cache, with its entry.
   struct Hit {
     Signature signature;
     std::shared_ptr<const Entry> entry;
   };
-  /// The last hit when this call's signature is its (has_signature), else null. Takes mutex_.
-  std::shared_ptr<const Hit> repeated_hit(const std::vector<c10::IValue>& args, std::size_t fingerprint,
-                                          bool module_training);
 
   /// Captures, optimizes and lowers a signature. With `dims`, also captures at probe sizes and fits
   /// a symbolic plan over them (or reports why not in the report's static_reason).
