@@ -3,7 +3,7 @@
 //
 //   bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | --synthetic N [--chain K])
 //                       [--device cpu|cuda] [--dtype float32|float16] [--calls N] [--reps R] [--label TEXT]
-//                       [--torchscript-fuser on|off] [--host-only]
+//                       [--torchscript-fuser on|off] [--host-only] [--backends NAME,...]
 //
 // --tokens feeds token ids below VOCAB and an all-ones attention mask (a Hugging Face text model,
 // traced with those two inputs); --image one standard-normal image batch. --synthetic N builds a
@@ -31,6 +31,10 @@
 // --host-only measures the last column alone (the other columns print "-"): a profiler attached
 // to the run then sees no call waiting on a launch queue that the calls before it filled. Both
 // ways, every mode is called ten times before the first timed call.
+//
+// --backends gives the planned module CompileOptions::backends (default: every backend found, in
+// priority order; ZENITH_BACKENDS would set the eager-signature module's too): with one backend
+// left out, its kernels' part of a graphed call's launch shows.
 //
 // --label names the model in the printed row (default: the file's path, or "synthetic N").
 // --torchscript-fuser off turns TorchScript's tensor-expression fuser off for the module's own
@@ -64,6 +68,7 @@ struct Args {
   int chain = 0;      // links of the synthetic module's forward; 0: one addition
   bool torchscript_fuser = true;
   bool host_only = false;  // only host_us
+  std::vector<std::string> backends;  // the planned module's; empty: every backend found
   int calls = 50, reps = 7;
 };
 
@@ -74,6 +79,17 @@ std::vector<std::int64_t> numbers(const char* text) {
     values.push_back(std::strtoll(at, &end, 10));
     if (end == at) throw std::invalid_argument(fmt::format("'{}' is not a list of integers (like 2,128)", text));
     at = *end == ',' ? end + 1 : end;
+  }
+  return values;
+}
+
+std::vector<std::string> names(const std::string& text) {
+  std::vector<std::string> values;
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto end = std::min(text.find(',', start), text.size());
+    if (end == start) throw std::invalid_argument(fmt::format("'{}' is not a list of backend names (like torch_gpu,cpu)", text));
+    values.push_back(text.substr(start, end - start));
+    start = end + 1;
   }
   return values;
 }
@@ -96,6 +112,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--reps") args.reps = std::stoi(value());
     else if (flag == "--label") args.label = value();
     else if (flag == "--host-only") args.host_only = true;
+    else if (flag == "--backends") args.backends = names(value());
     else if (flag == "--torchscript-fuser") {
       const std::string on = value();
       if (on != "on" && on != "off") throw std::invalid_argument("--torchscript-fuser takes on or off, not " + on);
@@ -109,7 +126,8 @@ Args parse(int argc, char** argv) {
   if (model_ok == synthetic_ok) {
     throw std::invalid_argument("usage: bench_call_overhead (MODEL.pt (--tokens B,L,VOCAB | --image B,C,H,W) | "
                                 "--synthetic N [--chain K]) [--device cpu|cuda] [--dtype float32|float16] [--calls N] "
-                                "[--reps R] [--label TEXT]");
+                                "[--reps R] [--label TEXT] [--torchscript-fuser on|off] [--host-only] "
+                                "[--backends NAME,...]");
   }
   if (args.chain < 0 || args.chain > args.synthetic || (args.chain > 0 && !args.model.empty())) {
     throw std::invalid_argument(fmt::format(
@@ -257,6 +275,7 @@ int run(int argc, char** argv) {
 
   zenith::CompileOptions planned;
   planned.name = "planned";
+  planned.backends = args.backends;
   auto fast = zenith::compile(module, planned);
   zenith::CompileOptions unplannable;
   unplannable.name = "eager";
