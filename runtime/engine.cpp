@@ -84,7 +84,6 @@ std::shared_ptr<const Engine::StateSnapshot> Engine::current_state(std::shared_p
   return state_;
 }
 
-
 c10::IValue Engine::call(std::vector<c10::IValue> args) {
   const CallInFlight in_flight(calls_in_flight_);
   check_arguments(args);
