@@ -54,6 +54,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include "core/name_list.h"
 #include "report_errors.h"
 #include "zenith/compile.h"
 
@@ -83,17 +84,6 @@ std::vector<std::int64_t> numbers(const char* text) {
   return values;
 }
 
-std::vector<std::string> names(const std::string& text) {
-  std::vector<std::string> values;
-  for (std::size_t start = 0; start <= text.size();) {
-    const auto end = std::min(text.find(',', start), text.size());
-    if (end == start) throw std::invalid_argument(fmt::format("'{}' is not a list of backend names (like torch_gpu,cpu)", text));
-    values.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return values;
-}
-
 Args parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
@@ -112,7 +102,10 @@ Args parse(int argc, char** argv) {
     else if (flag == "--reps") args.reps = std::stoi(value());
     else if (flag == "--label") args.label = value();
     else if (flag == "--host-only") args.host_only = true;
-    else if (flag == "--backends") args.backends = names(value());
+    else if (flag == "--backends") {
+      args.backends = zenith::split_names(value());
+      if (args.backends.empty()) throw std::invalid_argument("--backends takes backend names (like torch_gpu,cpu)");
+    }
     else if (flag == "--torchscript-fuser") {
       const std::string on = value();
       if (on != "on" && on != "off") throw std::invalid_argument("--torchscript-fuser takes on or off, not " + on);

@@ -8,25 +8,11 @@
 #include "runtime/script_module_slots.h"
 #include "capture/torchscript_forward.h"
 #include "core/log.h"
+#include "core/name_list.h"
 #include "zenith/compile.h"
 
 namespace zenith {
 namespace {
-
-std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> names;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    auto end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    auto name = text.substr(start, end - start);
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
-    if (!name.empty()) names.push_back(name);
-    start = end + 1;
-  }
-  return names;
-}
 
 // A 1|0 environment variable over a boolean option; anything else keeps the option, with a warning.
 void override_switch(const char* variable, bool& option) {

@@ -118,13 +118,14 @@ c10::IValue Engine::call(std::vector<c10::IValue> args) {
     // The last hit still the last (no other call found or inserted an entry since current_state
     // read it): it is the most recently used entry, and still in the cache. Otherwise the lookup,
     // so that counts and order of use are the ones a lookup at every call gives.
-    entry = hit && hit == last_hit_ ? hit->entry : cache_.find(signature);
+    const bool still_last = hit && hit == last_hit_;
+    entry = still_last ? hit->entry : cache_.find(signature);
     std::string refusal;
     if (entry) {
       ++stats_.hits;
       // A lookup made this entry the most recently used: it is the last hit now. A signature with a
       // non-tensor argument is not kept (has_signature never matches it), nor is the hit before.
-      if (!hit || hit != last_hit_) {
+      if (!still_last) {
         last_hit_ = signature_is_repeatable(signature) ? std::make_shared<const Hit>(Hit{signature, entry}) : nullptr;
       }
       pack_parameters(nullptr, state);

@@ -285,8 +285,13 @@ class CudaPlanGraph final : public PlanGraph {
     // Kept: the copy nodes are found in the captured graph, and CUDA re-points a node of an
     // executable graph through the graph it was made from, which must live as long.
     auto graph = make_locked_graph(/*keep_graph=*/true);
-    std::vector<CopyNode> input_copies(inputs.size()), output_copies;
+    std::vector<CopyNode> input_copies, output_copies;
     std::vector<at::Tensor> scratch;  // record_output_copies' destinations, kept until the capture ends
+    // After a failure: the capture's tensors, in its pool, go before the pool and the graph do.
+    auto let_capture_memory_go = [&] {
+      outputs.clear();
+      scratch.clear();
+    };
     {
       // Capture needs a stream other than the default; it records work and runs none.
       auto current = at::cuda::getCurrentCUDAStream(device_.index());
@@ -310,7 +315,7 @@ class CudaPlanGraph final : public PlanGraph {
           // graph's own copy nodes, or replay() before the launch, copy the call's tensors in).
           if (staged_) make_buffers();
           // The call's inputs copied in by the graph, where a memcpy can (record_input_copies).
-          record_input_copies(inputs, graph_inputs, side.stream(), input_copies);
+          input_copies = record_input_copies(inputs, graph_inputs, side.stream());
           // Recorded into the plan's own graph: the kernels may read what nothing in it writes
           // early (runtime/unwritten_inputs.h), unless that memory is also an input it may write.
           const auto unwritten = read_only_memory_shared(*plan_, graph_inputs) ? nothing_unwritten(unwritten_) : unwritten_;
@@ -319,9 +324,7 @@ class CudaPlanGraph final : public PlanGraph {
           graph->capture_end();
         } catch (const std::exception& error) {
           failure = error.what();
-          outputs.clear();
-          output_copies.clear();
-          scratch.clear();
+          let_capture_memory_go();
           abandon_capture(side, pool);
           graph.reset();
           c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool);
@@ -336,9 +339,7 @@ class CudaPlanGraph final : public PlanGraph {
           graph->instantiate();
         } catch (const std::exception& error) {
           failure = error.what();
-          outputs.clear();
-          output_copies.clear();
-          scratch.clear();
+          let_capture_memory_go();
           graph.reset();
         }
       }
@@ -384,14 +385,16 @@ class CudaPlanGraph final : public PlanGraph {
   }
 
   // During the capture, on its stream: the copy of each input the graph holds in a buffer of its
-  // own, where the call's tensor and the buffer lay the same bytes out; others are copied by
-  // replay() before the launch.
-  void record_input_copies(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& graph_inputs,
-                           cudaStream_t stream, std::vector<CopyNode>& copies) const {
+  // own, where the call's tensor and the buffer lay the same bytes out; per input, an empty
+  // CopyNode for the others (replay() copies them before the launch).
+  std::vector<CopyNode> record_input_copies(const std::vector<at::Tensor>& inputs,
+                                            const std::vector<at::Tensor>& graph_inputs, cudaStream_t stream) const {
+    std::vector<CopyNode> copies(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (by_address_[i] || !inputs[i].defined() || inputs[i].numel() == 0) continue;
       if (same_dense_layout(graph_inputs[i], inputs[i])) copies[i] = capture_copy(graph_inputs[i], inputs[i], stream);
     }
+    return copies;
   }
 
   // During the capture, on its stream: per output, the copy of each result the caller gets a copy
