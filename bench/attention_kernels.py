@@ -1,17 +1,19 @@
-# What each of PyTorch's attention kernels costs inside a CUDA graph, at BERT's sizes: the kernel
-# ATen chooses, and per kernel the device time of a call and the host time of launching a graph of
-# 12 calls (cuDNN's attention nodes make a graph's launch much dearer than other kernels on an
-# H200, which is most of a graphed BERT-base b1 float16 call's host time: docs/performance.md,
-# issue 16 item 4). Then a correctness check: eager's error on operands that start one element
-# off a 16-byte boundary (views narrowed by one element), against the math backend in float64.
-#
-#   python3 bench/attention_kernels.py [--batches 1,32] [--seq 128] [--dtypes float16,bfloat16,float32]
-#
-# Query, key and value [B, 12, S, 64], an additive mask [B, 1, 1, S] of the query's dtype (as HF
-# BERT builds it; its last 5 keys hidden). Device us per call: a graph of 12 calls replayed 200
-# times between two events. Host us: the median time until CUDAGraph.replay() returns, the device
-# synchronized after each (300 replays), measured twice. Needs a CUDA device; plain PyTorch.
+"""What each of PyTorch's attention kernels costs inside a CUDA graph, at BERT's sizes: the kernel
+ATen chooses, and per kernel the device time of a call and the host time of launching a graph of
+12 calls (cuDNN's attention nodes make a graph's launch much dearer than other kernels on an
+H200, which is most of a graphed BERT-base b1 float16 call's host time: docs/performance.md,
+issue 16 item 4). Then a correctness check: eager's error on operands that start one element
+off a 16-byte boundary (views narrowed by one element), against the math backend in float64.
+
+  python3 bench/attention_kernels.py [--batches 1,32] [--seq 128] [--dtypes float16,bfloat16,float32]
+
+Query, key and value [B, 12, S, 64], an additive mask [B, 1, 1, S] of the query's dtype (as HF
+BERT builds it; its last 5 keys hidden). Device us per call: a graph of 12 calls replayed 200
+times between two events. Host us: the median time until CUDAGraph.replay() returns, the device
+synchronized after each (300 replays), measured twice. Needs a CUDA device; plain PyTorch.
+"""
 import argparse
+import math
 import statistics
 import time
 
@@ -80,6 +82,10 @@ def bert_operands(batch, seq, dtype):
     return q, k, v, mask
 
 
+def float64_reference(q, k, v, mask):
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
+
+
 def relative_error(got, reference):
     return ((got.double() - reference).abs().max() / reference.abs().max()).item()
 
@@ -91,7 +97,7 @@ def launch_table(batches, seq, dtypes):
         for batch in batches:
             q, k, v, mask = bert_operands(batch, seq, dtype)
             chosen = backend_name(torch._fused_sdp_choice(q, k, v, mask, 0.0, False))
-            reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
+            reference = float64_reference(q, k, v, mask)
             for name, backend in BACKENDS:
                 label = f"default ({chosen})" if backend is None else name
                 try:
@@ -104,9 +110,7 @@ def launch_table(batches, seq, dtypes):
 
 
 def off_boundary(shape, dtype):
-    count = 1
-    for size in shape:
-        count *= size
+    count = math.prod(shape)
     return torch.randn(count + 1, device="cuda", dtype=dtype).narrow(0, 1, count).view(shape)
 
 
@@ -119,7 +123,7 @@ def misaligned_table(dtypes):
         for rows, keys in ((20, 90), (128, 128)):
             q, k, v = (off_boundary((1, 2, n, 64), dtype) for n in (rows, keys, keys))
             mask = torch.randn(1, 1, 1, keys, device="cuda", dtype=dtype)
-            reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
+            reference = float64_reference(q, k, v, mask)
             for name, backend in BACKENDS:
                 cells = []
                 for operands in ((q, k, v), (q.clone(), k.clone(), v.clone())):
@@ -131,7 +135,7 @@ def misaligned_table(dtypes):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--dtypes", default="float16,bfloat16,float32")
