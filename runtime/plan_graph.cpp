@@ -19,6 +19,7 @@
 #include "runtime/device_copy.h"
 #include "runtime/executor.h"
 #include "runtime/graph_copy_nodes.h"
+#include "runtime/graph_memset_nodes.h"
 #include "runtime/graph_pool.h"
 #include "runtime/graph_registration.h"
 #include "core/log.h"
@@ -287,6 +288,7 @@ class CudaPlanGraph final : public PlanGraph {
     auto graph = make_locked_graph(/*keep_graph=*/true);
     std::vector<CopyNode> input_copies, output_copies;
     std::vector<at::Tensor> scratch;  // record_output_copies' destinations, kept until the capture ends
+    MemsetRewrite memsets;
     // After a failure: the capture's tensors, in its pool, go before the pool and the graph do.
     auto let_capture_memory_go = [&] {
       outputs.clear();
@@ -336,6 +338,7 @@ class CudaPlanGraph final : public PlanGraph {
         try {
           find_copy_nodes(graph->raw_cuda_graph(), copy_nodes(input_copies, output_copies));
           scratch.clear();
+          memsets = rewrite_memsets(graph->raw_cuda_graph());
           graph->instantiate();
         } catch (const std::exception& error) {
           failure = error.what();
@@ -380,7 +383,8 @@ class CudaPlanGraph final : public PlanGraph {
     }
     ++counters_->captures;
     reason_.clear();
-    log::info("zenith: {} is captured as a CUDA graph ({} launches replay as one)", what_, plan_->steps.size());
+    log::info("zenith: {} is captured as a CUDA graph ({} launches replay as one{})", what_, plan_->steps.size(),
+              memsets.rewritten > 0 ? fmt::format("; {} memset nodes as memcpy nodes", memsets.rewritten) : "");
     return replay(inputs);
   }
 
@@ -423,6 +427,19 @@ class CudaPlanGraph final : public PlanGraph {
       }
     }
     return copies;
+  }
+
+  // The captured graph's memset nodes as memcpy nodes (runtime/graph_memset_nodes.h: each memset
+  // costs a launch about a microsecond of host time). The rewrite only saves time: where it fails,
+  // the graph still writes the same bytes (a memset may be doubled by its copy), so it is launched
+  // as it stands.
+  MemsetRewrite rewrite_memsets(cudaGraph_t graph) const {
+    try {
+      return memsets_as_copies(graph, device_.index());
+    } catch (const std::exception& error) {
+      log::info("zenith: {} keeps memset nodes in its CUDA graph: {}", what_, first_line(error.what()));
+      return {};
+    }
   }
 
   // Ends a capture that failed midway: CUDA leaves the stream capturing until told, and the
