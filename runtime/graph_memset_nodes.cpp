@@ -82,21 +82,28 @@ void replace(cudaGraph_t graph, cudaGraphNode_t memset, const cudaMemsetParams& 
   copy.srcPtr = make_cudaPitchedPtr(const_cast<void*>(pattern), row, row, p.height);
   copy.dstPtr = make_cudaPitchedPtr(p.dst, p.height > 1 ? p.pitch : row, row, p.height);
   copy.extent = make_cudaExtent(row, p.height, 1);
-  copy.kind = cudaMemcpyDeviceToDevice;
+  // Default: the memset may write host memory mapped for the device as well as device memory.
+  copy.kind = cudaMemcpyDefault;
   cudaGraphNode_t node = nullptr;
   check(cudaGraphAddNode(&node, graph, before.nodes.data(), before.data.data(), before.nodes.size(), &params),
         "adding a memcpy node in a memset node's place");
   if (!after.nodes.empty()) {
     const std::vector<cudaGraphNode_t> from(after.nodes.size(), node);
-    check(cudaGraphAddDependencies(graph, from.data(), after.nodes.data(), after.data.data(), after.nodes.size()),
-          "making a memset node's dependents wait for its memcpy node");
+    const auto status =
+        cudaGraphAddDependencies(graph, from.data(), after.nodes.data(), after.data.data(), after.nodes.size());
+    // A copy nothing waits for could land after the memset's dependents wrote those bytes (cuDNN's
+    // kernel updates the word its memset zeroed): it goes before the error is reported.
+    if (status != cudaSuccess) (void)cudaGraphDestroyNode(node);
+    check(status, "making a memset node's dependents wait for its memcpy node");
   }
+  // Should this fail, the memset and its copy both stand, each with every edge: the same bytes.
   check(cudaGraphDestroyNode(memset), "removing a memset node");
 }
 
 }  // namespace
 
 MemsetRewrite memsets_as_copies(cudaGraph_t graph, c10::DeviceIndex device) {
+  c10::cuda::CUDAGuard guard(device);  // the memcpy nodes are made in the current context
   std::size_t count = 0;
   check(cudaGraphGetNodes(graph, nullptr, &count), "listing a captured graph's nodes");
   std::vector<cudaGraphNode_t> nodes(count);
@@ -110,7 +117,9 @@ MemsetRewrite memsets_as_copies(cudaGraph_t graph, c10::DeviceIndex device) {
     check(cudaGraphMemsetNodeGetParams(node, &p), "reading a memset node");
     const std::size_t row = p.width * p.elementSize;
     const bool small = row > 0 && p.height > 0 && p.height <= kMaxRewrittenMemsetBytes / row;
-    const void* pattern = small ? pattern_buffer(device, p.value, p.elementSize) : nullptr;
+    // cudaMemset keeps the value's low bits: one pattern per value the element can hold.
+    const unsigned value = p.elementSize == 1 ? p.value & 0xffu : p.elementSize == 2 ? p.value & 0xffffu : p.value;
+    const void* pattern = small ? pattern_buffer(device, value, p.elementSize) : nullptr;
     if (pattern == nullptr) {
       ++result.kept;
       continue;

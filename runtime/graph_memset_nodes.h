@@ -34,9 +34,10 @@ struct MemsetRewrite {
 /// freed, because executable graphs made from `graph` read it at every launch.
 ///
 /// Throws std::runtime_error naming CUDA's error where the graph cannot be read or edited, or a
-/// buffer cannot be made. A memset node is destroyed only once its memcpy node and every edge of
-/// that node are in place. So whatever call fails, the graph still writes the same bytes in the
-/// same order; a node may just be doubled by a memcpy of the same bytes.
+/// buffer cannot be made; the memsets rewritten before stay rewritten. A memset node is destroyed
+/// only once its memcpy node and every edge of that node are in place, and a memcpy node whose
+/// dependents could not be given to it is destroyed again. So whatever call fails, the graph still
+/// writes the same bytes in the same order; a memset may just be doubled by its copy.
 MemsetRewrite memsets_as_copies(cudaGraph_t graph, c10::DeviceIndex device);
 
 }  // namespace zenith

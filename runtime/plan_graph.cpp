@@ -437,7 +437,8 @@ class CudaPlanGraph final : public PlanGraph {
     try {
       return memsets_as_copies(graph, device_.index());
     } catch (const std::exception& error) {
-      log::info("zenith: {} keeps memset nodes in its CUDA graph: {}", what_, first_line(error.what()));
+      log::info("zenith: {} keeps memset nodes in its CUDA graph (those not rewritten when this failed): {}", what_,
+                first_line(error.what()));
       return {};
     }
   }
