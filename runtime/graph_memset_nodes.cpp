@@ -82,8 +82,7 @@ void replace(cudaGraph_t graph, cudaGraphNode_t memset, const cudaMemsetParams& 
   copy.srcPtr = make_cudaPitchedPtr(const_cast<void*>(pattern), row, row, p.height);
   copy.dstPtr = make_cudaPitchedPtr(p.dst, p.height > 1 ? p.pitch : row, row, p.height);
   copy.extent = make_cudaExtent(row, p.height, 1);
-  // Default: the memset may write host memory mapped for the device as well as device memory.
-  copy.kind = cudaMemcpyDefault;
+  copy.kind = cudaMemcpyDeviceToDevice;  // memsets_as_copies rewrites memsets of device memory only
   cudaGraphNode_t node = nullptr;
   check(cudaGraphAddNode(&node, graph, before.nodes.data(), before.data.data(), before.nodes.size(), &params),
         "adding a memcpy node in a memset node's place");
@@ -117,9 +116,15 @@ MemsetRewrite memsets_as_copies(cudaGraph_t graph, c10::DeviceIndex device) {
     check(cudaGraphMemsetNodeGetParams(node, &p), "reading a memset node");
     const std::size_t row = p.width * p.elementSize;
     const bool small = row > 0 && p.height > 0 && p.height <= kMaxRewrittenMemsetBytes / row;
+    // The measured copies were within one device (graph_memset_nodes.h); a memset of host memory
+    // mapped for the device, managed memory or another device's stays as it is.
+    cudaPointerAttributes where{};
+    check(cudaPointerGetAttributes(&where, p.dst), "reading where a memset node writes");
     // cudaMemset keeps the value's low bits: one pattern per value the element can hold.
     const unsigned value = p.elementSize == 1 ? p.value & 0xffu : p.elementSize == 2 ? p.value & 0xffffu : p.value;
-    const void* pattern = small ? pattern_buffer(device, value, p.elementSize) : nullptr;
+    const void* pattern =
+        small && where.type == cudaMemoryTypeDevice && where.device == device ? pattern_buffer(device, value, p.elementSize)
+                                                                                : nullptr;
     if (pattern == nullptr) {
       ++result.kept;
       continue;

@@ -27,7 +27,9 @@ struct MemsetRewrite {
 };
 
 /// Replaces each memset node of `graph` with a memcpy node. `graph` was captured on `device` and
-/// is not yet instantiated. A memset is replaced only if it sets at most kMaxRewrittenMemsetBytes.
+/// is not yet instantiated. A memset is replaced only if it sets at most kMaxRewrittenMemsetBytes
+/// of `device`'s own memory (host memory mapped for the device, managed memory and other devices'
+/// are left to their memsets).
 /// The memcpy node has the memset's dependencies and dependents, with their edge data, and copies
 /// the same bytes into the same places. It reads them from a buffer on `device` that holds the
 /// memset's pattern. That buffer is made at the pattern's first use in the process and is never

@@ -188,6 +188,28 @@ TEST_F(GraphMemsetNodes, ForkedCaptureKeepsEveryEdge) {
   check(cudaEventDestroy(joined));
 }
 
+// A memset of pinned host memory (mapped for the device) stays a memset node, and still writes.
+TEST_F(GraphMemsetNodes, AMemsetOfHostMemoryStaysAMemset) {
+  auto host = torch::empty({64}, torch::TensorOptions().dtype(torch::kByte).pinned_memory(true));
+  host.fill_(0xa5);
+  auto stream = c10::cuda::getStreamFromPool();
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamBeginCapture(stream.stream(), cudaStreamCaptureModeThreadLocal));
+  check(cudaMemsetAsync(host.data_ptr(), 0x17, 32, stream.stream()));
+  check(cudaStreamEndCapture(stream.stream(), &graph));
+  const auto rewrite = memsets_as_copies(graph, c10::cuda::current_device());
+  EXPECT_EQ(rewrite.rewritten, 0u);
+  EXPECT_EQ(rewrite.kept, 1u);
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0));
+  check(cudaGraphLaunch(exec, stream.stream()));
+  check(cudaStreamSynchronize(stream.stream()));
+  EXPECT_EQ(host[31].item<std::uint8_t>(), 0x17);
+  EXPECT_EQ(host[32].item<std::uint8_t>(), 0xa5);
+  check(cudaGraphExecDestroy(exec));
+  check(cudaGraphDestroy(graph));
+}
+
 // A graph of cuDNN's attention, as PyTorch captures it, holds a memset node before each kernel
 // (where ATen picks cuDNN); rewritten, it gives the result of the graph as captured, on two
 // different inputs.
