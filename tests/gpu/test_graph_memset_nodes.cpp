@@ -22,16 +22,18 @@ void check(cudaError_t status) { ASSERT_EQ(status, cudaSuccess) << cudaGetErrorS
 
 // cuMemsetD16Async and cuMemsetD32Async (the runtime API sets bytes only), from the driver that
 // the runtime loaded, so that the test needs no link to libcuda.
-using MemsetAsync = int (*)(unsigned long long, unsigned, std::size_t, cudaStream_t);
+using MemsetD16Async = int (*)(unsigned long long, unsigned short, std::size_t, cudaStream_t);
+using MemsetD32Async = int (*)(unsigned long long, unsigned int, std::size_t, cudaStream_t);
 
-MemsetAsync driver_memset(const char* name) {
+template <typename Function>
+Function driver_function(const char* name) {
   void* function = nullptr;
   cudaDriverEntryPointQueryResult found{};
   if (cudaGetDriverEntryPointByVersion(name, &function, 12000, cudaEnableDefault, &found) != cudaSuccess ||
       found != cudaDriverEntryPointSuccess) {
     return nullptr;
   }
-  return reinterpret_cast<MemsetAsync>(function);
+  return reinterpret_cast<Function>(function);
 }
 
 std::map<cudaGraphNodeType, int> node_types(cudaGraph_t graph) {
@@ -60,7 +62,8 @@ class GraphMemsetNodes : public ::testing::Test {
 // captured into one graph; the graph and its rewritten clone, each launched on freshly poisoned
 // memory, leave the same bytes, and the bytes the memsets promise.
 TEST_F(GraphMemsetNodes, RewrittenGraphWritesTheBytesTheMemsetsDid) {
-  const auto d16 = driver_memset("cuMemsetD16Async"), d32 = driver_memset("cuMemsetD32Async");
+  const auto d16 = driver_function<MemsetD16Async>("cuMemsetD16Async");
+  const auto d32 = driver_function<MemsetD32Async>("cuMemsetD32Async");
   ASSERT_NE(d16, nullptr);
   ASSERT_NE(d32, nullptr);
   const auto large = static_cast<std::int64_t>(2 * kMaxRewrittenMemsetBytes);
