@@ -33,6 +33,7 @@ class AtenCall {
   std::optional<c10::OperatorHandle> op_;
   std::vector<c10::IValue> constants_;  // per argument; ignored where the argument reads values
   std::vector<bool> optional_tensor_list_;
+  bool aligns_operands_ = false;  // core/attention_operand_alignment.h
 };
 
 }  // namespace zenith::ir
