@@ -24,9 +24,12 @@ namespace zenith {
 bool reads_attention_operands_aligned(const std::string& op);
 
 /// Replaces every defined CUDA tensor on `stack` whose data does not start on a 16-byte boundary
-/// with a copy of it (same values, sizes and, for dense tensors, strides) in fresh memory. Returns
-/// how many it replaced. Tensors on other devices are left alone: the CPU's kernels handle any
-/// address.
+/// with a copy of it in fresh memory: the same values, sizes and strides (an expanded mask stays
+/// expanded). Returns how many it replaced. Tensors on other devices are left alone: the CPU's
+/// kernels handle any address.
 std::size_t align_attention_operands(torch::jit::Stack& stack);
+
+/// How many operands align_attention_operands has copied in this process, for tests and reports.
+std::size_t attention_operands_aligned();
 
 }  // namespace zenith

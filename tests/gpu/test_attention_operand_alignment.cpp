@@ -1,8 +1,9 @@
 // core/attention_operand_alignment.h: PyTorch's fused attention kernels get their CUDA operands on
 // 16-byte boundaries, so a plan's attention over operands off them is right where eager's is not.
 // The reference is the attention written out in float64, not eager: eager's cuDNN attention is
-// wrong by more than 1 there (and the float32 memory-efficient kernel ends the CUDA context). Label
-// gpu.
+// wrong by more than 1 there (and the float32 memory-efficient kernel ends the CUDA context). A
+// signature's first call returns eager's result (the capture), so it gets aligned operands of the
+// same signature; the guard is for the plan's calls after it. Label gpu.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -67,6 +68,14 @@ TEST_F(AttentionOperandAlignment, OnlyCudaTensorsOffBoundariesAreCopied) {
   EXPECT_EQ(copied.sizes(), off.sizes());
   EXPECT_EQ(stack[1].toTensor().const_data_ptr(), on.const_data_ptr());
   EXPECT_EQ(stack[3].toTensor().const_data_ptr(), cpu_off.const_data_ptr());
+  // An expanded mask keeps its stride 0: copied, it is still one row.
+  const auto row = off_boundary(kRows, options).view({1, 1, 1, kRows});
+  torch::jit::Stack masks = {row.expand({1, kHeads, kRows, kRows})};
+  EXPECT_EQ(align_attention_operands(masks), 1u);
+  const auto mask = masks[0].toTensor();
+  EXPECT_TRUE(aligned(mask));
+  EXPECT_EQ(mask.strides(), row.expand({1, kHeads, kRows, kRows}).strides());
+  EXPECT_TRUE(torch::equal(mask, row.expand({1, kHeads, kRows, kRows})));
   EXPECT_TRUE(reads_attention_operands_aligned("aten::scaled_dot_product_attention"));
   EXPECT_TRUE(reads_attention_operands_aligned("aten::_scaled_dot_product_cudnn_attention"));
   EXPECT_FALSE(reads_attention_operands_aligned("aten::_scaled_dot_product_attention_math"));
@@ -99,15 +108,22 @@ TEST_F(AttentionOperandAlignment, AttentionOverViewsOffBoundariesIsRight) {
     const auto options = torch::TensorOptions().device(kDevice).dtype(dtype);
     ViewsAttention model;
     auto fast = compile(model, no_fallback(std::string("views-") + c10::toString(dtype)));
+    const auto copies_before = attention_operands_aligned();
     for (int call = 0; call < kCallsPerSignature; ++call) {
-      // Fresh values at every call; one more element than the views read, in front.
-      const auto flat = torch::randn({3 * count + 1}, options);
+      // Fresh values at every call; one more element than the views read, in front. The first
+      // call is the capture, whose result is eager's (which reads such views wrong): its views
+      // start on a boundary, its argument one element before one.
+      const auto lead = call == 0 ? 16 / static_cast<std::int64_t>(c10::elementSize(dtype)) - 1 : 0;
+      const auto flat = torch::randn({lead + 3 * count + 1}, options).narrow(0, lead, 3 * count + 1);
       const auto mask = torch::randn({1, 1, 1, kRows}, options);
       const auto got = fast(flat, mask);
       auto head = [&](int i) { return flat.narrow(0, 1 + i * count, count).view({1, kHeads, kRows, kHeadDim}); };
       const auto want = written_out_attention(head(0), head(1), head(2), mask);
       EXPECT_LE(relative_error(got.to(at::kDouble), want), tolerance(dtype)) << call_name(call);
     }
+    // The replays' three views were copied (a plan of one launch is not graphed: nothing else
+    // copies its arguments).
+    EXPECT_GE(attention_operands_aligned() - copies_before, 6u);
   }
 }
 
@@ -119,15 +135,21 @@ TEST_F(AttentionOperandAlignment, AttentionOverArgumentsOffBoundariesIsRight) {
     const auto options = torch::TensorOptions().device(kDevice).dtype(dtype);
     ArgumentsAttention model;
     auto fast = compile(model, no_fallback(std::string("arguments-") + c10::toString(dtype)));
+    const auto copies_before = attention_operands_aligned();
     for (int call = 0; call < kCallsPerSignature; ++call) {
+      // The first call is the capture, whose result is eager's: its arguments start on boundaries.
       std::vector<at::Tensor> qkv;
-      for (int i = 0; i < 3; ++i) qkv.push_back(off_boundary(count, options).view({1, kHeads, kRows, kHeadDim}));
+      for (int i = 0; i < 3; ++i) {
+        qkv.push_back((call == 0 ? torch::randn({count}, options) : off_boundary(count, options))
+                          .view({1, kHeads, kRows, kHeadDim}));
+      }
       const auto mask = torch::randn({1, 1, 1, kRows}, options);
-      ASSERT_FALSE(aligned(qkv[0]));
+      ASSERT_EQ(aligned(qkv[0]), call == 0);
       const auto got = fast(qkv[0], qkv[1], qkv[2], mask);
       EXPECT_LE(relative_error(got.to(at::kDouble), written_out_attention(qkv[0], qkv[1], qkv[2], mask)), tolerance(dtype))
           << call_name(call);
     }
+    EXPECT_GE(attention_operands_aligned() - copies_before, 6u);
   }
 }
 
