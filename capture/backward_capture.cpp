@@ -14,6 +14,7 @@
 #include "capture/random_state_guard.h"
 #include "capture/torchscript_import.h"
 #include "core/interpreter.h"
+#include "core/attention_operand_alignment.h"
 #include "core/exception_message.h"
 #include "core/op_schema.h"
 #include "passes/effects.h"
@@ -158,6 +159,9 @@ std::vector<at::Tensor> run_recorded(const std::string& name, const std::string&
       std::shared_ptr<torch::jit::tracer::TracingState> state;
       ~Resume() { torch::jit::tracer::setTracingState(std::move(state)); }
     } resume{state};
+    // As a plan's own call of the op (core/aten_call.cpp): the values here only build the trace,
+    // but a fused attention kernel reading them off 16-byte boundaries may end the CUDA context.
+    if (reads_attention_operands_aligned(handle->schema())) align_attention_operands(stack);
     handle->callBoxed(stack);
   }
   std::vector<at::Tensor> results;

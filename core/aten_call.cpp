@@ -1,11 +1,8 @@
 #include "core/aten_call.h"
 
-#include <mutex>
-
 #include <fmt/format.h>
 
 #include "core/attention_operand_alignment.h"
-#include "core/log.h"
 #include "core/op_schema.h"
 #include "zenith/error.h"
 
@@ -61,7 +58,7 @@ AtenCall::AtenCall(const Node& node) : node_(node) {
     constants_.push_back(undefined_tensor ? c10::IValue(at::Tensor()) : box_constant(node.args[i].value));
     optional_tensor_list_.push_back(is_optional_tensor_list(arguments[i]));
   }
-  aligns_operands_ = reads_attention_operands_aligned(node.op);
+  aligns_operands_ = reads_attention_operands_aligned(op_->schema());
 }
 
 std::vector<at::Tensor> AtenCall::run(const std::function<const at::Tensor&(int)>& value_of) const {
@@ -86,14 +83,7 @@ std::vector<at::Tensor> AtenCall::run(const std::function<const at::Tensor&(int)
       stack.push_back(constants_[i]);
     }
   }
-  if (aligns_operands_ && align_attention_operands(stack) > 0) {
-    static std::once_flag logged;
-    std::call_once(logged, [&] {
-      log::info("zenith: {} was given operands off 16-byte boundaries; they are copied to aligned memory first, where "
-                "PyTorch's fused attention kernels read them right (core/attention_operand_alignment.h)",
-                node_.qualified_name());
-    });
-  }
+  if (aligns_operands_) align_attention_operands(stack);
   op_->callBoxed(stack);
   std::vector<at::Tensor> results;
   if (node_.list_output) {

@@ -9,27 +9,40 @@
 //
 // A plan's attention reads views the model made (a storage offset of one element is enough), so
 // the ops below get such operands copied to memory of their own, which the caching allocator
-// aligns: their result is then the right one, where eager's is not.
+// aligns. Only base addresses are checked: strides are part of what cuDNN's graph and the
+// memory-efficient kernel's checks see before they run, so a stride they cannot take is refused
+// there, loudly (read from how they are built, not measured), where an address is seen only as
+// the kernel reads it. Not covered: a signature's first call and any call that runs eagerly are
+// eager's own kernels on the operands as they are.
 #pragma once
 
 #include <cstddef>
-#include <string>
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 
 namespace zenith {
 
-/// Whether `op` ("aten::scaled_dot_product_attention", or one of ATen's fused attention kernels
-/// and their backwards) is an op whose CUDA operands align_attention_operands must see first.
-bool reads_attention_operands_aligned(const std::string& op);
+/// Whether align_attention_operands must see the arguments of `schema`'s op first: it is
+/// "aten::scaled_dot_product_attention" or one of ATen's fused attention kernels or their
+/// backwards, and none of its arguments is written or aliased by its results (an operand replaced
+/// by a copy would take such a write or alias away from the caller's tensor).
+bool reads_attention_operands_aligned(const c10::FunctionSchema& schema);
 
 /// Replaces every defined CUDA tensor on `stack` whose data does not start on a 16-byte boundary
-/// with a copy of it in fresh memory: the same values, sizes and strides (an expanded mask stays
-/// expanded). Returns how many it replaced. Tensors on other devices are left alone: the CPU's
-/// kernels handle any address.
+/// with copy_keeping_layout's copy of it; a tensor that appears more than once (the same data,
+/// sizes and strides) is copied once. Returns how many copies it made. Tensors on other devices
+/// are left alone: the CPU's kernels handle any address.
 std::size_t align_attention_operands(torch::jit::Stack& stack);
 
-/// How many operands align_attention_operands has copied in this process, for tests and reports.
+/// `tensor`'s elements in fresh memory, which the caching allocator aligns, with `tensor`'s sizes
+/// and strides: the bytes from its first element to its last, copied. Unlike clone(), which lays
+/// out a dense tensor, an expanded tensor (stride 0) stays one row and padded rows keep their
+/// padding (the memory-efficient kernel checks a bias's row stride). `tensor` has elements.
+at::Tensor copy_keeping_layout(const at::Tensor& tensor);
+
+/// How many copies align_attention_operands has made in this process, for tests and reports.
 std::size_t attention_operands_aligned();
 
 }  // namespace zenith
