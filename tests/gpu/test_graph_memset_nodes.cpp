@@ -192,14 +192,22 @@ TEST_F(GraphMemsetNodes, ForkedCaptureKeepsEveryEdge) {
 }
 
 // A memset of pinned host memory (mapped for the device) stays a memset node, and still writes.
+// Skipped, not passed, where the driver refuses to capture such a memset.
 TEST_F(GraphMemsetNodes, AMemsetOfHostMemoryStaysAMemset) {
   auto host = torch::empty({64}, torch::TensorOptions().dtype(torch::kByte).pinned_memory(true));
   host.fill_(0xa5);
   auto stream = c10::cuda::getStreamFromPool();
   cudaGraph_t graph = nullptr;
   check(cudaStreamBeginCapture(stream.stream(), cudaStreamCaptureModeThreadLocal));
-  check(cudaMemsetAsync(host.data_ptr(), 0x17, 32, stream.stream()));
-  check(cudaStreamEndCapture(stream.stream(), &graph));
+  const auto captured = cudaMemsetAsync(host.data_ptr(), 0x17, 32, stream.stream());
+  const auto ended = cudaStreamEndCapture(stream.stream(), &graph);  // invalidated, if the memset was refused
+  if (captured != cudaSuccess) {
+    // Then no captured graph holds such a node, and there is nothing to keep.
+    if (ended == cudaSuccess && graph != nullptr) check(cudaGraphDestroy(graph));
+    (void)cudaGetLastError();
+    GTEST_SKIP() << "this driver does not capture a memset of pinned host memory: " << cudaGetErrorString(captured);
+  }
+  check(ended);
   const auto rewrite = memsets_as_copies(graph, c10::cuda::current_device());
   EXPECT_EQ(rewrite.rewritten, 0u);
   EXPECT_EQ(rewrite.kept, 1u);
