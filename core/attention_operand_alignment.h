@@ -9,11 +9,11 @@
 //
 // A plan's attention reads views the model made (a storage offset of one element is enough), so
 // the ops below get such operands copied to memory of their own, which the caching allocator
-// aligns. Only base addresses are checked: strides are part of what cuDNN's graph and the
-// memory-efficient kernel's checks see before they run, so a stride they cannot take is refused
-// there, loudly (read from how they are built, not measured), where an address is seen only as
-// the kernel reads it. Not covered: a signature's first call and any call that runs eagerly are
-// eager's own kernels on the operands as they are.
+// aligns. Only base addresses are checked. Strides are part of what cuDNN's graph and the
+// memory-efficient kernel's checks are given before they run, so a stride they cannot take should
+// be refused there, loudly, where an address is seen only as the kernel reads it (reasoned, not
+// read in their code nor measured). Not covered: a signature's first call and any call that runs
+// eagerly are eager's own kernels on the operands as they are.
 #pragma once
 
 #include <cstddef>
