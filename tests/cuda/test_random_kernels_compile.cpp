@@ -23,6 +23,7 @@
 #include "common/random_convolution.h"
 #include "common/random_projection.h"
 #include "common/random_program.h"
+#include "common/seed_offset.h"
 
 namespace zenith::cuda {
 namespace {
@@ -39,7 +40,7 @@ testing::KernelTally tally_family(const char* family, int programs,
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   testing::KernelTally tally;
-  for (int seed = 0; seed < programs; ++seed) {
+  for (int seed = testing::first_seed(); seed < testing::first_seed() + programs; ++seed) {
     auto program = make(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed));
     const std::string where =
         "seed " + std::to_string(seed) + ", " + c10::toString(program.dtype) + "\n" + program.description;

@@ -46,6 +46,7 @@
 #include "common/random_convolution.h"
 #include "common/random_projection.h"
 #include "common/random_program.h"
+#include "common/seed_offset.h"
 #include "common_relative_error.h"
 #include "zenith/compile.h"
 
@@ -196,7 +197,7 @@ TEST(RandomFusion, SeededProgramsMatchEager) {
   int failures = 0, programs_fused = 0, programs_declined = 0;
   std::int64_t groups = 0, jit_nodes = 0, declined_nodes = 0;
   std::map<std::string, double> worst;  // dtype -> largest error / tolerance
-  for (int seed = 0; seed < kPrograms; ++seed) {
+  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype) + "\n";
     RandomProgram program;
@@ -288,7 +289,7 @@ FamilyRun run_family(const char* family, int programs, const std::function<Rando
                      bool as_module = false) {
   FamilyRun result;
   std::map<std::string, double> worst;  // dtype -> largest error / tolerance
-  for (int seed = 0; seed < programs; ++seed) {
+  for (int seed = testing::first_seed(); seed < testing::first_seed() + programs; ++seed) {
     const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(testing::dtype_for_seed(seed)) + "\n";
     RandomProgram program;
     CompiledRun got;

@@ -22,6 +22,7 @@
 
 #include "common/program_checks.h"
 #include "common/random_attention.h"
+#include "common/seed_offset.h"
 #include "passes/attention_fusion.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
@@ -68,7 +69,7 @@ TEST(RandomAttentionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   at::NoGradGuard no_grad;
   int failures = 0, programs_fused = 0, programs_ungrouped = 0;
   double worst = 0;
-  for (int seed = 0; seed < kPrograms; ++seed) {
+  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const auto program = testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
     const auto problems = testing::rewritten_differences(

@@ -24,6 +24,7 @@
 #include "capture/inference_layout.h"
 #include "common/program_checks.h"
 #include "common/random_convolution.h"
+#include "common/seed_offset.h"
 #include "passes/batch_norm_decomposition.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
@@ -60,7 +61,7 @@ TEST(RandomConvolutionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   at::NoGradGuard no_grad;
   int failures = 0, programs_decomposed = 0, programs_relaid = 0;
   double worst = 0;
-  for (int seed = 0; seed < kPrograms; ++seed) {
+  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const auto program = testing::make_random_convolution(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
     const auto problems = testing::rewritten_differences(

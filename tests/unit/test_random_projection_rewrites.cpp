@@ -22,6 +22,7 @@
 
 #include "common/program_checks.h"
 #include "common/random_projection.h"
+#include "common/seed_offset.h"
 #include "passes/common_subexpression_elimination.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
@@ -61,7 +62,7 @@ TEST(RandomProjectionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   at::NoGradGuard no_grad;
   int failures = 0, programs_concatenated = 0;
   double worst = 0;
-  for (int seed = 0; seed < kPrograms; ++seed) {
+  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const auto program = testing::make_random_projection(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
     const auto problems = testing::rewritten_differences(
