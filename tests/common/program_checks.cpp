@@ -35,9 +35,15 @@ std::string differences_on_every_draw(const ir::Graph& graph, const RandomProgra
       continue;
     }
     for (std::size_t i = 0; i < want.size(); ++i) {
-      if (got[i].sizes() != want[i].sizes() || got[i].strides() != want[i].strides()) {
-        problems += where + "output " + std::to_string(i) + " has sizes " + c10::str(got[i].sizes()) + " strides " +
-                    c10::str(got[i].strides()) + ", eager " + c10::str(want[i].sizes()) + " strides " +
+      // The layout a plan returns is the graph's declared one (runtime/executor.cpp lays a
+      // kernel's result out as its type says: conform_output), where the interpreter keeps each
+      // ATen kernel's own layout (a CPU attention's result follows its query's): the declared
+      // type is what must be eager's.
+      const auto& declared = graph.value(graph.outputs[i]).type;
+      if (got[i].sizes() != want[i].sizes() || c10::IntArrayRef(declared.sizes) != want[i].sizes() ||
+          c10::IntArrayRef(declared.strides) != want[i].strides()) {
+        problems += where + "output " + std::to_string(i) + " is declared " + declared.to_string() + " and has sizes " +
+                    c10::str(got[i].sizes()) + ", eager " + c10::str(want[i].sizes()) + " strides " +
                     c10::str(want[i].strides()) + "\n";
         continue;
       }

@@ -18,8 +18,9 @@ namespace zenith::testing {
 capture::Capture capture_program(const RandomProgram& program);
 
 /// `graph` (a capture of `program`, rewritten) interpreted on `inputs` and every fresh draw,
-/// each output compared with eager's on the same draw: sizes and strides equal, max |graph -
-/// eager| / max |eager| within `tolerance`. Returns what differed, one line per draw, or empty;
+/// each output compared with eager's on the same draw: the graph's declared sizes and strides
+/// (the layout a plan returns) and the interpreted sizes equal eager's, max |graph - eager| /
+/// max |eager| within `tolerance`. Returns what differed, one line per draw, or empty;
 /// `worst` keeps the largest error / tolerance seen.
 std::string differences_on_every_draw(const ir::Graph& graph, const RandomProgram& program, double tolerance,
                                       double& worst);
