@@ -1,6 +1,6 @@
 // The first seed of the seeded random-program tests (tests/common/random_*.h): CI runs seeds 0 to
 // count - 1; ZENITH_RANDOM_SEED_OFFSET=N runs N to N + count - 1 instead, for campaigns past CI's
-// seeds (docs/reliability.md, "Seeded random programs past CI's seeds").
+// seeds (docs/reliability.md, "Seeded random programs", "Past CI's seeds").
 #pragma once
 
 #include <cstdlib>
