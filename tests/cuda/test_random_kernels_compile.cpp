@@ -40,7 +40,8 @@ testing::KernelTally tally_family(const char* family, int programs,
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   testing::KernelTally tally;
-  for (int seed = testing::first_seed(); seed < testing::first_seed() + programs; ++seed) {
+  const int first = testing::first_seed();
+  for (int seed = first; seed < first + programs; ++seed) {
     auto program = make(static_cast<std::uint64_t>(seed), testing::dtype_for_seed(seed));
     const std::string where =
         "seed " + std::to_string(seed) + ", " + c10::toString(program.dtype) + "\n" + program.description;

@@ -197,7 +197,8 @@ TEST(RandomFusion, SeededProgramsMatchEager) {
   int failures = 0, programs_fused = 0, programs_declined = 0;
   std::int64_t groups = 0, jit_nodes = 0, declined_nodes = 0;
   std::map<std::string, double> worst;  // dtype -> largest error / tolerance
-  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
+  const int first = testing::first_seed();
+  for (int seed = first; seed < first + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(dtype) + "\n";
     RandomProgram program;
@@ -289,7 +290,8 @@ FamilyRun run_family(const char* family, int programs, const std::function<Rando
                      bool as_module = false) {
   FamilyRun result;
   std::map<std::string, double> worst;  // dtype -> largest error / tolerance
-  for (int seed = testing::first_seed(); seed < testing::first_seed() + programs; ++seed) {
+  const int first = testing::first_seed();
+  for (int seed = first; seed < first + programs; ++seed) {
     const std::string where = "seed " + std::to_string(seed) + ", " + c10::toString(testing::dtype_for_seed(seed)) + "\n";
     RandomProgram program;
     CompiledRun got;

@@ -69,7 +69,8 @@ TEST(RandomAttentionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   at::NoGradGuard no_grad;
   int failures = 0, programs_fused = 0, programs_ungrouped = 0;
   double worst = 0;
-  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
+  const int first = testing::first_seed();
+  for (int seed = first; seed < first + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const auto program = testing::make_random_attention(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
     const auto problems = testing::rewritten_differences(

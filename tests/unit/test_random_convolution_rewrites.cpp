@@ -61,7 +61,8 @@ TEST(RandomConvolutionRewrites, RewrittenGraphsMatchEagerOnEveryDraw) {
   at::NoGradGuard no_grad;
   int failures = 0, programs_decomposed = 0, programs_relaid = 0;
   double worst = 0;
-  for (int seed = testing::first_seed(); seed < testing::first_seed() + kPrograms; ++seed) {
+  const int first = testing::first_seed();
+  for (int seed = first; seed < first + kPrograms; ++seed) {
     const auto dtype = testing::dtype_for_seed(seed);
     const auto program = testing::make_random_convolution(static_cast<std::uint64_t>(seed), dtype, at::kCPU);
     const auto problems = testing::rewritten_differences(
