@@ -43,15 +43,20 @@ def text_inputs(batch, seq, with_mask=True, vocab=VOCAB):
 
 
 def hf_model(make_config, model_class, attention="eager"):
-    """A transformers model of `model_class` with random weights, built for tracing. attention: the
-    attention implementation, "eager" (written out: matmul, softmax, matmul) or "sdpa"
-    (scaled_dot_product_attention, transformers' default where the model has it)."""
+    """A transformers model of `model_class` with random weights, built for tracing. model_class is
+    a name transformers exports, or a dotted path below transformers for a part it does not export
+    (an encoder alone). attention: the attention implementation, "eager" (written out: matmul,
+    softmax, matmul) or "sdpa" (scaled_dot_product_attention, transformers' default where the model
+    has it)."""
+    import importlib
     import transformers
     config = make_config(transformers)
     config.torchscript = True
     config.use_cache = False
     config._attn_implementation = attention
-    return getattr(transformers, model_class)(config)
+    module, _, name = model_class.rpartition(".")
+    owner = importlib.import_module(f"transformers.{module}") if module else transformers
+    return getattr(owner, name)(config)
 
 
 def hf(name, make_config, model_class, with_mask=True, second=(3, 24), third=(2, 20), attention="eager", seq=SEQ,
@@ -94,6 +99,21 @@ def small_vision(config, **extra):
 def sound_inputs(batch):
     """Raw audio: 1,600 samples (five frames of the small feature encoder below)."""
     return [{"name": "input_values", "kind": "normal", "shape": [batch, 1600]}]
+
+
+def audio_features(batch):
+    """Log-mel features: 16 bins of 32 frames (twice the small Whisper encoder's 16 positions)."""
+    return [{"name": "input_features", "kind": "normal", "shape": [batch, 16, 32]}]
+
+
+def tv_video(name, make, frames=4, size=32):
+    """A torchvision video model: clips of `frames` frames of size x size pixels."""
+    def build():
+        import torchvision
+        clips = lambda b: [{"name": "x", "kind": "normal", "shape": [b, 3, frames, size, size]}]
+        return make(torchvision.models), clips(2), clips(3), clips(4)
+    build.torchscript_fuser = True
+    return name, "torchvision", build
 
 
 def tv(name, make, size=IMAGE, second_batch=3, third_batch=4, torchscript_fuser=True):
@@ -157,6 +177,60 @@ MODELS = [
     hf("hf_albert", lambda t: t.AlbertConfig(vocab_size=VOCAB, embedding_size=32, hidden_size=64, num_hidden_layers=2,
                                              num_attention_heads=2, intermediate_size=128,
                                              max_position_embeddings=128), "AlbertModel"),
+    # Added 2026-12-01: an encoder-decoder with cross-attention (BART), interleaved rotary
+    # embeddings (GPT-J), multi-query attention beside a parallel MLP (Falcon), norms on queries and
+    # keys (Qwen3), soft-capped logits and alternating sliding windows (Gemma 2), a fused qkv
+    # projection (Phi-3), factorized embeddings with a projection (ELECTRA), relative position
+    # buckets (MPNet), bottlenecks and an elementwise "NoNorm" (MobileBERT), grouped 1-d
+    # convolutions (SqueezeBERT), span-based dynamic convolutions (ConvBERT), pooling between
+    # blocks (Funnel); images through layer scale and interpolated positions (DINOv2), shifted
+    # windows (Swin), attention over spatially reduced keys (SegFormer), unfolded patches between
+    # convolutions (MobileViT); audio features through convolutions (Whisper's encoder, which
+    # transformers does not export by name; its weights drawn 10 times wider than its default, under
+    # which the convolutions' output is small beside the sinusoidal positions added to it, and two
+    # inputs' outputs differed by 3.2e-2 only).
+    hf("hf_electra", lambda t: small(t.ElectraConfig, embedding_size=32), "ElectraModel"),
+    hf("hf_mpnet", lambda t: small(t.MPNetConfig, max_position_embeddings=130), "MPNetModel"),
+    hf("hf_bart", lambda t: t.BartConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
+                                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128,
+                                         decoder_ffn_dim=128, max_position_embeddings=128), "BartModel"),
+    hf("hf_gptj", lambda t: t.GPTJConfig(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=128,
+                                         rotary_dim=16, bos_token_id=0, eos_token_id=0), "GPTJModel"),
+    hf("hf_falcon", lambda t: small(t.FalconConfig, new_decoder_architecture=False, multi_query=True,
+                                    parallel_attn=True, alibi=False), "FalconModel"),
+    hf("hf_qwen3", lambda t: small(t.Qwen3Config, num_key_value_heads=1, head_dim=32), "Qwen3Model"),
+    hf("hf_gemma2", lambda t: small(t.Gemma2Config, num_key_value_heads=1, head_dim=32, sliding_window=8),
+       "Gemma2Model"),
+    hf("hf_phi3", lambda t: small(t.Phi3Config, num_key_value_heads=1, pad_token_id=0, bos_token_id=0,
+                                  eos_token_id=0), "Phi3Model"),
+    hf("hf_mobilebert", lambda t: t.MobileBertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                                                     num_attention_heads=2, intermediate_size=128,
+                                                     embedding_size=32, intra_bottleneck_size=32,
+                                                     max_position_embeddings=128), "MobileBertModel"),
+    hf("hf_squeezebert", lambda t: small(t.SqueezeBertConfig, embedding_size=64, q_groups=2, k_groups=2,
+                                         v_groups=2, post_attention_groups=2, intermediate_groups=2,
+                                         output_groups=2), "SqueezeBertModel"),
+    hf("hf_convbert", lambda t: small(t.ConvBertConfig, embedding_size=64, head_ratio=2, conv_kernel_size=3),
+       "ConvBertModel"),
+    hf("hf_funnel", lambda t: t.FunnelConfig(vocab_size=VOCAB, block_sizes=[1, 1], d_model=64, n_head=2,
+                                             d_head=32, d_inner=128, num_decoder_layers=1), "FunnelModel"),
+    hf_signal("hf_dinov2", lambda t: small_vision(t.Dinov2Config), "Dinov2Model", lambda b: image_inputs(b, 32)),
+    hf_signal("hf_swin", lambda t: t.SwinConfig(image_size=32, patch_size=4, embed_dim=32, depths=[2, 2],
+                                                num_heads=[2, 4], window_size=4), "SwinModel",
+              lambda b: image_inputs(b, 32)),
+    hf_signal("hf_segformer", lambda t: t.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                                                          hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                                                          patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2]),
+              "SegformerModel", lambda b: image_inputs(b, 32)),
+    hf_signal("hf_mobilevit", lambda t: t.MobileViTConfig(image_size=32, hidden_sizes=[32, 48, 64],
+                                                          neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64]),
+              "MobileViTModel", lambda b: image_inputs(b, 32)),
+    hf_signal("hf_whisper_encoder", lambda t: t.WhisperConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2,
+                                                              encoder_attention_heads=2, encoder_ffn_dim=128,
+                                                              decoder_layers=1, decoder_attention_heads=2,
+                                                              decoder_ffn_dim=128, num_mel_bins=16,
+                                                              max_source_positions=16, init_std=0.2),
+              "models.whisper.modeling_whisper.WhisperEncoder", audio_features),
     tv("tv_resnet18", lambda m: m.resnet18()),
     tv("tv_mobilenet_v3_small", lambda m: m.mobilenet_v3_small()),
     tv("tv_efficientnet_b0", lambda m: m.efficientnet_b0()),
@@ -180,6 +254,19 @@ MODELS = [
     tv("tv_inception_v3", lambda m: m.inception_v3(init_weights=True, aux_logits=False), size=96),
     tv("tv_efficientnet_v2_s", lambda m: m.efficientnet_v2_s()),
     tv("tv_resnet50", lambda m: m.resnet50()),
+    # Added 2026-12-01: a plain stack with large kernels and dropout (AlexNet, at 96 pixels),
+    # Swin V2's scaled cosine attention and log-spaced position biases, segmentation heads with
+    # dilated convolutions and upsampling to the input's size (FCN over ResNet-50, LR-ASPP over
+    # MobileNetV3), 3-d convolutions over video clips (R3D-18).
+    tv("tv_alexnet", lambda m: m.alexnet(), size=96),
+    tv("tv_swin_v2", lambda m: m.swin_transformer.SwinTransformer(
+        patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+        block=m.swin_transformer.SwinTransformerBlockV2, downsample_layer=m.swin_transformer.PatchMergingV2)),
+    tv("tv_fcn_resnet50", lambda m: m.segmentation.fcn_resnet50(weights=None, weights_backbone=None, num_classes=4,
+                                                                 aux_loss=False)),
+    tv("tv_lraspp", lambda m: m.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                                        num_classes=4)),
+    tv_video("tv_r3d_18", lambda m: m.video.r3d_18()),
 ]
 
 # The full-size set (--full-size): models at the sizes their users run, for speed measurements and
