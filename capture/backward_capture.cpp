@@ -257,7 +257,20 @@ BackwardCapture capture_backward(const ir::Graph& forward, ir::TypedRun run,
   auto flow = analyse_flow(forward, input_requires_grad);
   for (int id : forward.outputs) result.differentiable.push_back(flow.needs[id]);
   for (std::size_t n = 0; n < forward.nodes.size(); ++n) {
-    if (!flow.active[n]) continue;
+    if (!flow.active[n]) {
+      // A node off the gradient's path may still write in place into a value that carries one (or
+      // into a view of it): later reads of that value, and of its base and views, see the write,
+      // which rules reading values cannot follow (torchvision's Swin V2 zeroes the key third of a
+      // clone of its qkv bias; its gradient there must be 0). Refused like a write on the path.
+      for (int id : ir::alias_facts(forward.nodes[n]).mutated_inputs) {
+        if (!flow.needs[id]) continue;
+        result.unsupported = fmt::format("{} writes in place a value that needs a gradient",
+                                         forward.nodes[n].qualified_name());
+        result.op = forward.nodes[n].qualified_name();
+        return result;
+      }
+      continue;
+    }
     if (auto why = refusal(forward.nodes[n]); !why.empty()) {
       result.unsupported = why;
       result.op = forward.nodes[n].qualified_name();
@@ -334,7 +347,8 @@ BackwardCapture capture_backward(const ir::Graph& forward, ir::TypedRun run,
         any = any || outgoing.back().defined();
       }
       if (any) {
-        if (!outgoing[0].defined()) {
+        // A list's pieces (chunk, split, unbind) are equals: their rules take a gradient for any of them.
+        if (!outgoing[0].defined() && !node.list_output) {
           throw Error(fmt::format("a gradient reaches a secondary result of {}, which its rule does not take",
                                   node.qualified_name()));
         }

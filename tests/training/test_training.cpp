@@ -208,6 +208,35 @@ TEST_F(TrainingTest, OpWithoutRuleRunsEagerlyWithOneWarning) {
   EXPECT_EQ(compiled.stats().eager_calls, 4);
 }
 
+// torchvision's Swin V2 clones its qkv bias and zeroes the key third of the clone in place: the
+// write's own result leads nowhere, but the clone it changed does, and the gradient must be 0 where
+// it wrote. Rules cannot follow such a write; the signature runs eagerly, with eager's gradient.
+TEST_F(TrainingTest, AWriteInPlaceOffTheGradientsPathRunsEagerly) {
+  auto fn = [](at::Tensor bias, at::Tensor x) {
+    auto copy = bias.clone();
+    copy.narrow(0, 2, 2).zero_();
+    return x * copy;
+  };
+  zenith::CompileOptions options;
+  options.name = "zeroed_slice";
+  auto compiled = zenith::compile(fn, options);
+  for (int call = 0; call < 3; ++call) {  // fresh values each call: the capture, then the signature's runs
+    auto bias = on_device(torch::randn({6}, torch::kDouble)).requires_grad_(true);
+    auto x = on_device(torch::randn({4, 6}, torch::kDouble));
+    auto weights = on_device(torch::randn({4, 6}, torch::kDouble));
+    (compiled(bias, x) * weights).sum().backward();
+    auto leaf = bias.detach().clone().requires_grad_(true);
+    (fn(leaf, x) * weights).sum().backward();
+    expect_close(bias.grad(), leaf.grad(), 1e-12, 1e-12, "bias gradient, call " + std::to_string(call));
+    EXPECT_EQ(bias.grad().narrow(0, 2, 2).abs().max().item<double>(), 0.0) << "the zeroed slice's gradient";
+  }
+  EXPECT_TRUE(compiled.report().eager_fallback);
+  EXPECT_NE(compiled.report().fallback_reason.find("aten::zero_ writes in place a value that needs a gradient"),
+            std::string::npos)
+      << compiled.report().fallback_reason;
+  EXPECT_EQ(compiled.stats().training_calls, 0);
+}
+
 TEST_F(TrainingTest, DoubleBackwardRaisesAClearError) {
   auto fn = [](at::Tensor x) { return (x * x * x).sum(); };
   auto compiled = zenith::compile(fn, strict("double"));
