@@ -7,10 +7,13 @@ namespace zenith::passes {
 namespace {
 
 // ATen's dropouts return `input` itself when they draw nothing (aten/src/ATen/native/Dropout.cpp):
-// not training, or a probability of zero.
+// not training, or a probability of zero. Their in-place forms (`nn.Dropout(inplace=True)`, as in
+// torchvision's EfficientNet heads) then write nothing and return `self`.
 bool draws_nothing(const ir::Node& node) {
   static const std::set<std::string> dropouts = {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
-                                                 "aten::feature_alpha_dropout"};
+                                                 "aten::feature_alpha_dropout", "aten::dropout_",
+                                                 "aten::feature_dropout_", "aten::alpha_dropout_",
+                                                 "aten::feature_alpha_dropout_"};
   if (!dropouts.count(node.op) || node.outputs.size() != 1) return false;
   const auto* train = node.arg("train");
   const auto* p = node.arg("p");
@@ -23,7 +26,7 @@ bool draws_nothing(const ir::Node& node) {
 
 int returned_input(const ir::Node& node) {
   if (!draws_nothing(node)) return -1;
-  const auto* input = node.arg("input");
+  const auto* input = node.arg(node.op.back() == '_' ? "self" : "input");
   const auto* ref = input ? std::get_if<ir::ValueRef>(&input->value) : nullptr;
   return ref ? ref->id : -1;
 }

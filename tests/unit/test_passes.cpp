@@ -80,6 +80,35 @@ TEST(Identities, DropoutsThatDrawNothingBecomeTheirInput) {
   EXPECT_TRUE(got[2].equal(want[2]));
 }
 
+// nn.Dropout(inplace=True) in evaluation mode (torchvision's EfficientNet heads): the in-place
+// form writes nothing and returns `self`; a training model's gradient must not stop at it.
+TEST(Identities, InPlaceDropoutsThatDrawNothingBecomeTheirInput) {
+  GraphBuilder b;
+  int x = b.input({4, 6});
+  int h = b.op("aten::tanh", "", {value("self", x)});
+  int eval = b.op("aten::dropout_", "", {value("self", h), real("p", 0.2), {"train", false}});
+  int y = b.op("aten::relu", "", {value("self", eval)});
+  auto g = b.finish({y});
+  auto before = g;
+  PassReport report;
+  IdentityElimination().run(g, report);
+  EXPECT_EQ(report.counters["removed"], 1);
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[1].op, "aten::relu");
+  EXPECT_EQ(g.nodes[1].input_ids(), std::vector<int>{h});
+  EXPECT_NO_THROW(ir::verify(g));
+  auto inputs = b.example_inputs();
+  EXPECT_TRUE(run(g, inputs)[0].equal(run(before, inputs)[0]));
+
+  GraphBuilder drawing;
+  int z = drawing.input({4, 6});
+  int kept = drawing.op("aten::dropout_", "", {value("self", z), real("p", 0.2), {"train", true}});
+  auto d = drawing.finish({kept});
+  IdentityElimination().run(d, report);
+  EXPECT_EQ(report.counters["removed"], 0);
+  EXPECT_EQ(testing::count_nodes(d, "aten::dropout_"), 1) << "an in-place dropout that draws stays";
+}
+
 TEST(Dce, RemovesUnusedPureNodesOnly) {
   GraphBuilder b;
   int x = b.input({4, 4});
