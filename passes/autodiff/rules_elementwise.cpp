@@ -128,6 +128,39 @@ void clamp(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad() * keep);
 }
 
+// The piecewise-linear activations, as eager's backward kernels define them at the kinks:
+// hardtanh (ReLU6 among them) passes strictly inside its bounds, hardswish is 0 below -3 and
+// x / 3 + 1/2 up to 3 inclusive. Elementwise, so they fuse with their neighbours. hardsigmoid goes
+// through ATen's backward op: its slope is 1/6 rounded to float32 in every dtype (eager's
+// kernels write `1.0f / 6.0f`), which a float64 formula would not reproduce.
+void hardtanh(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  s.add(c, "self", c.grad() * (x > c.scalar("min_val")).logical_and(x < c.scalar("max_val")));
+}
+
+void relu6(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  s.add(c, "self", c.grad() * (x > 0.0).logical_and(x < 6.0));
+}
+
+void hardswish(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  auto zero = at::zeros({}, c.grad().options());
+  s.add(c, "self", at::where(x < -3.0, zero, at::where(x <= 3.0, c.grad() * (x / 3.0 + 0.5), c.grad())));
+}
+
+void hardsigmoid(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", at::hardsigmoid_backward(c.grad(), c.input("self")));
+}
+
+void clamp_min(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", c.grad() * (c.input("self") >= c.scalar("min")));
+}
+
+void clamp_max(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", c.grad() * (c.input("self") <= c.scalar("max")));
+}
+
 // A dtype conversion: the gradient goes back to the input's dtype (the sink casts).
 void convert(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad()); }
 
@@ -164,6 +197,12 @@ void register_elementwise_rules(std::function<void(const std::string&, Derivativ
   add("aten::masked_fill.Scalar", masked_fill_scalar);
   add("aten::where.self", where_self);
   add("aten::clamp", clamp);
+  add("aten::clamp_min", clamp_min);
+  add("aten::clamp_max", clamp_max);
+  add("aten::hardtanh", hardtanh);
+  add("aten::relu6", relu6);
+  add("aten::hardswish", hardswish);
+  add("aten::hardsigmoid", hardsigmoid);
   add("aten::to.dtype", convert);
   add("aten::to.dtype_layout", convert);
   add("aten::to.device", convert);

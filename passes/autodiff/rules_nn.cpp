@@ -1,9 +1,12 @@
 // Derivative rules of the neural-network ops: normalizations, convolution, pooling, embedding,
 // dropout and the losses. Most go through ATen's own backward ops.
 #include <array>
+#include <optional>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <fmt/format.h>
 
 #include "passes/autodiff/derivative_rules.h"
@@ -69,6 +72,38 @@ void layer_norm(const RuleCall& c, GradientSink& s) {
   auto stats = at::native_layer_norm(input, shape, weight, bias, c.real("eps"));
   add3(c, s, layer_norm_backward(c, input, shape, std::get<1>(stats), std::get<2>(stats), weight, bias), "input",
        "weight", "bias");
+}
+
+// Weight normalization, w = v * g / |v| with the norm over every dimension but `dim`: both
+// gradients from the product rule, as elementwise work and one reduction.
+void weight_norm(const RuleCall& c, GradientSink& s) {
+  const auto& v = c.input("v");
+  const auto& g = c.input("g");
+  const auto dim = c.integer("dim");
+  auto norm = at::norm_except_dim(v, 2, dim);
+  std::vector<std::int64_t> others;
+  for (std::int64_t d = 0; d < v.dim(); ++d) {
+    if (dim == -1 || d != c10::maybe_wrap_dim(dim, v.dim())) others.push_back(d);
+  }
+  auto along = (c.grad() * v).sum(others, /*keepdim=*/true);
+  if (s.wanted(c, "g")) s.add(c, "g", along / norm);
+  if (s.wanted(c, "v")) s.add(c, "v", g / norm * (c.grad() - v * (along / (norm * norm))));
+}
+
+// group_norm: its statistics computed again (as layer_norm's where training_rewrite left it),
+// then ATen's backward.
+void group_norm(const RuleCall& c, GradientSink& s) {
+  const auto& input = c.input("input");
+  const auto batch = input.size(0), channels = input.size(1);
+  const auto per_channel = batch * channels == 0 ? 0 : input.numel() / (batch * channels);
+  const auto groups = c.integer("num_groups");
+  auto weight = optional_input(c, "weight"), bias = optional_input(c, "bias");
+  auto stats = at::native_group_norm(input, weight, bias, batch, channels, per_channel, groups, c.real("eps"));
+  add3(c, s,
+       c.run("aten::native_group_norm_backward", "",
+             {c.grad().contiguous(), input, std::get<1>(stats), std::get<2>(stats), maybe(weight), batch, channels,
+              per_channel, groups, c10::List<bool>({true, weight.defined(), bias.defined()})}),
+       "input", "weight", "bias");
 }
 
 void native_batch_norm(const RuleCall& c, GradientSink& s) {
@@ -167,6 +202,89 @@ void adaptive_avg_pool2d(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", at::_adaptive_avg_pool2d_backward(c.grad(), self));
 }
 
+void adaptive_avg_pool3d(const RuleCall& c, GradientSink& s) {
+  s.add(c, "self", at::_adaptive_avg_pool3d_backward(c.grad(), c.input("self")));
+}
+
+// The 1-d pool as the 2-d one over a height of 1.
+void adaptive_avg_pool1d(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  if (c.output().size(-1) == 1) {
+    s.add(c, "self", c.grad().expand(self.sizes()) / static_cast<double>(self.size(-1)));
+    return;
+  }
+  s.add(c, "self", at::_adaptive_avg_pool2d_backward(c.grad().unsqueeze(-2), self.unsqueeze(-2)).squeeze(-2));
+}
+
+void avg_pool2d(const RuleCall& c, GradientSink& s) {
+  const auto kernel = c.integers("kernel_size");
+  auto stride = c.integers("stride");
+  if (stride.empty()) stride = kernel;
+  std::optional<std::int64_t> divisor;
+  if (!c.is_none("divisor_override")) divisor = c.integer("divisor_override");
+  s.add(c, "self",
+        at::avg_pool2d_backward(c.grad(), c.input("self"), kernel, stride, c.integers("padding"), c.flag("ceil_mode"),
+                                c.flag("count_include_pad"), divisor));
+}
+
+// The interpolations: their scales, where the call gave them, choose the source coordinates as
+// much as the sizes do, so the backward gets the same ones. The `.vec` overloads take them as one
+// list; the others one per dimension.
+std::optional<double> scale_at(const RuleCall& c, const char* name, std::size_t k) {
+  const auto* argument = c.node().arg(name);
+  if (argument == nullptr) return std::nullopt;
+  if (const auto* list = std::get_if<std::vector<double>>(&argument->value)) return list->at(k);
+  if (const auto* value = std::get_if<double>(&argument->value)) return *value;
+  return std::nullopt;
+}
+
+struct Interpolation {
+  std::vector<std::int64_t> output_size, input_size;
+  std::optional<double> scale_h, scale_w;
+};
+
+Interpolation interpolation_of(const RuleCall& c, const char* input_name) {
+  Interpolation in;
+  in.output_size = {c.output().size(-2), c.output().size(-1)};
+  in.input_size = c.input(input_name).sizes().vec();
+  const bool vec = c.node().arg("scale_factors") != nullptr;
+  in.scale_h = scale_at(c, vec ? "scale_factors" : "scales_h", 0);
+  in.scale_w = scale_at(c, vec ? "scale_factors" : "scales_w", vec ? 1 : 0);
+  return in;
+}
+
+const char* image_argument(const RuleCall& c) { return c.node().arg("input") != nullptr ? "input" : "self"; }
+
+void upsample_bilinear2d(const RuleCall& c, GradientSink& s) {
+  const char* name = image_argument(c);
+  const auto in = interpolation_of(c, name);
+  s.add(c, name,
+        at::upsample_bilinear2d_backward(c.grad(), in.output_size, in.input_size, c.flag("align_corners"), in.scale_h,
+                                         in.scale_w));
+}
+
+void upsample_bicubic2d(const RuleCall& c, GradientSink& s) {
+  const char* name = image_argument(c);
+  const auto in = interpolation_of(c, name);
+  s.add(c, name,
+        at::upsample_bicubic2d_backward(c.grad(), in.output_size, in.input_size, c.flag("align_corners"), in.scale_h,
+                                        in.scale_w));
+}
+
+void upsample_nearest2d(const RuleCall& c, GradientSink& s) {
+  const char* name = image_argument(c);
+  const auto in = interpolation_of(c, name);
+  s.add(c, name, at::upsample_nearest2d_backward(c.grad(), in.output_size, in.input_size, in.scale_h, in.scale_w));
+}
+
+// unfold's patches summed back into place.
+void im2col(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  s.add(c, "self",
+        at::col2im(c.grad(), {self.size(-2), self.size(-1)}, c.integers("kernel_size"), c.integers("dilation"),
+                   c.integers("padding"), c.integers("stride")));
+}
+
 void native_dropout(const RuleCall& c, GradientSink& s) {
   const double p = c.real("p");
   const bool train = c.is_none("train") || c.flag("train");
@@ -224,6 +342,8 @@ void cross_entropy_loss(const RuleCall& c, GradientSink& s) {
 void register_nn_rules(std::function<void(const std::string&, DerivativeRule)> add) {
   add("aten::native_layer_norm", native_layer_norm);
   add("aten::layer_norm", layer_norm);
+  add("aten::group_norm", group_norm);
+  add("aten::_weight_norm", weight_norm);
   add("aten::native_batch_norm", native_batch_norm);
   add("aten::cudnn_batch_norm", cudnn_batch_norm);
   add("aten::batch_norm", batch_norm);
@@ -237,6 +357,17 @@ void register_nn_rules(std::function<void(const std::string&, DerivativeRule)> a
   add("aten::max_pool2d", max_pool2d);
   add("aten::adaptive_avg_pool2d", adaptive_avg_pool2d);
   add("aten::_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  add("aten::adaptive_avg_pool3d", adaptive_avg_pool3d);
+  add("aten::_adaptive_avg_pool3d", adaptive_avg_pool3d);
+  add("aten::adaptive_avg_pool1d", adaptive_avg_pool1d);
+  add("aten::avg_pool2d", avg_pool2d);
+  add("aten::upsample_bilinear2d", upsample_bilinear2d);
+  add("aten::upsample_bilinear2d.vec", upsample_bilinear2d);
+  add("aten::upsample_bicubic2d", upsample_bicubic2d);
+  add("aten::upsample_bicubic2d.vec", upsample_bicubic2d);
+  add("aten::upsample_nearest2d", upsample_nearest2d);
+  add("aten::upsample_nearest2d.vec", upsample_nearest2d);
+  add("aten::im2col", im2col);
   add("aten::native_dropout", native_dropout);
   add("aten::dropout", dropout);
   add("aten::nll_loss_nd", nll_loss);

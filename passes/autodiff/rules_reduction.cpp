@@ -1,8 +1,10 @@
 // Derivative rules of reductions and of softmax and log_softmax.
 #include <ATen/ATen.h>
 #include <c10/core/WrapDimMinimal.h>
+#include <fmt/format.h>
 
 #include "passes/autodiff/derivative_rules.h"
+#include "zenith/error.h"
 
 namespace zenith::autodiff {
 namespace {
@@ -47,6 +49,19 @@ void mean_dim(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", spread(c, c.grad(), c.flag("keepdim")) / static_cast<double>(reduced_count(c)));
 }
 
+// The Euclidean norm (Python's F.normalize calls linalg_vector_norm, LibTorch's norm; Swin V2's
+// cosine attention): x / |x| times the result's gradient, and nothing where the norm is 0
+// (eager's convention: no direction to follow there).
+void vector_norm(const RuleCall& c, GradientSink& s) {
+  const char* order = c.node().arg("ord") != nullptr ? "ord" : "p";
+  if (!c.is_none(order) && c.real(order) != 2.0) {
+    throw Error(fmt::format("{} has a derivative rule for the Euclidean norm only", c.node().qualified_name()));
+  }
+  const auto& norm = c.output();
+  auto scaled = (c.grad() / norm).masked_fill(norm == 0, 0);
+  s.add(c, "self", c.input("self") * spread(c, scaled, c.flag("keepdim")));
+}
+
 void softmax(const RuleCall& c, GradientSink& s) {
   const auto& self = c.input("self");
   s.add(c, "self", at::_softmax_backward_data(c.grad(), c.output(), c.integer("dim"), self.scalar_type()));
@@ -64,6 +79,8 @@ void register_reduction_rules(std::function<void(const std::string&, DerivativeR
   add("aten::sum.dim_IntList", sum_dim);
   add("aten::mean", mean_all);
   add("aten::mean.dim", mean_dim);
+  add("aten::linalg_vector_norm", vector_norm);
+  add("aten::norm.ScalarOpt_dim", vector_norm);
   add("aten::softmax.int", softmax);
   add("aten::_softmax", softmax);
   add("aten::log_softmax.int", log_softmax);

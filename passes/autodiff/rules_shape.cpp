@@ -1,11 +1,14 @@
 // Derivative rules of views, reshapes, permutes, slicing and concatenation.
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include <ATen/ATen.h>
+#include <ATen/PadNd.h>
 #include <c10/core/WrapDimMinimal.h>
 
 #include "passes/autodiff/derivative_rules.h"
+#include "zenith/error.h"
 
 namespace zenith::autodiff {
 namespace {
@@ -68,6 +71,88 @@ void stack(const RuleCall& c, GradientSink& s) {
   }
 }
 
+// chunk, split and unbind: the pieces' gradients side by side again, zeros for a piece that
+// received none.
+at::Tensor piece_gradient(const RuleCall& c, std::size_t k) {
+  return c.grad(k).defined() ? c.grad(k) : at::zeros_like(c.output(k));
+}
+
+void split_back(const RuleCall& c, GradientSink& s) {
+  const auto dim = c10::maybe_wrap_dim(c.integer("dim"), c.input("self").dim());
+  std::vector<at::Tensor> pieces;
+  for (std::size_t k = 0; k < c.node().outputs.size(); ++k) pieces.push_back(piece_gradient(c, k));
+  s.add(c, "self", at::cat(pieces, dim));
+}
+
+void unbind(const RuleCall& c, GradientSink& s) {
+  const auto dim = c10::maybe_wrap_dim(c.integer("dim"), c.input("self").dim());
+  std::vector<at::Tensor> pieces;
+  for (std::size_t k = 0; k < c.node().outputs.size(); ++k) pieces.push_back(piece_gradient(c, k));
+  s.add(c, "self", at::stack(pieces, dim));
+}
+
+// numpy_T (`x.T`) reverses every dimension; so does its gradient's permutation.
+void reverse_dims(const RuleCall& c, GradientSink& s) {
+  std::vector<std::int64_t> reversed(static_cast<std::size_t>(c.grad().dim()));
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  s.add(c, "self", c.grad().permute(reversed));
+}
+
+// repeat tiles the input: each repeat dimension is split into (copies, size) and the copies summed.
+void repeat(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  const auto repeats = c.integers("repeats");
+  const auto lead = static_cast<std::int64_t>(repeats.size()) - self.dim();
+  std::vector<std::int64_t> split_sizes, copies;
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(repeats.size()); ++k) {
+    copies.push_back(static_cast<std::int64_t>(split_sizes.size()));
+    split_sizes.push_back(repeats[k]);
+    split_sizes.push_back(k < lead ? 1 : self.size(k - lead));
+  }
+  s.add(c, "self", c.grad().reshape(split_sizes).sum(copies).reshape(self.sizes()));
+}
+
+// Constant padding: the gradient is padded by the opposite amounts (a positive pad crops it, a
+// negative one, which cropped the input, gives zeros back).
+// The mode is a name for aten::pad and an at::padding_mode for aten::_pad_enum (what LibTorch's
+// F::pad calls).
+bool pads_with_a_constant(const RuleCall& c) {
+  const auto* mode = c.node().arg("mode");
+  if (mode == nullptr) return true;  // constant_pad_nd
+  if (const auto* name = std::get_if<std::string>(&mode->value)) return *name == "constant";
+  if (const auto* number = std::get_if<std::int64_t>(&mode->value)) return *number == static_cast<std::int64_t>(at::padding_mode::constant);
+  return false;
+}
+
+void constant_pad(const RuleCall& c, GradientSink& s) {
+  if (!pads_with_a_constant(c)) {
+    throw Error("padding that reflects, replicates or wraps has no derivative rule (only constant padding has)");
+  }
+  auto pad = c.integers("pad");
+  for (auto& amount : pad) amount = -amount;
+  s.add(c, "self", at::constant_pad_nd(c.grad(), pad, 0));
+}
+
+void roll(const RuleCall& c, GradientSink& s) {
+  auto shifts = c.integers("shifts");
+  for (auto& shift : shifts) shift = -shift;
+  s.add(c, "self", at::roll(c.grad(), shifts, c.integers("dims")));
+}
+
+// Indexing: the gradient accumulated back at the positions read (a position read twice gets both).
+void index(const RuleCall& c, GradientSink& s) {
+  c10::List<std::optional<at::Tensor>> indices;
+  for (const auto& tensor : c.inputs("indices")) {
+    indices.push_back(tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt);
+  }
+  s.add(c, "self", at::index_put(at::zeros_like(c.input("self")), indices, c.grad(), /*accumulate=*/true));
+}
+
+void gather(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  s.add(c, "self", at::zeros_like(self).scatter_add(c.integer("dim"), c.input("index"), c.grad()));
+}
+
 }  // namespace
 
 void register_shape_rules(std::function<void(const std::string&, DerivativeRule)> add) {
@@ -85,6 +170,20 @@ void register_shape_rules(std::function<void(const std::string&, DerivativeRule)
   add("aten::select.int", select);
   add("aten::cat", cat);
   add("aten::stack", stack);
+  add("aten::chunk", split_back);
+  add("aten::split.Tensor", split_back);
+  add("aten::split_with_sizes", split_back);
+  add("aten::unsafe_chunk", split_back);
+  add("aten::unsafe_split.Tensor", split_back);
+  add("aten::unbind.int", unbind);
+  add("aten::numpy_T", reverse_dims);
+  add("aten::repeat", repeat);
+  add("aten::index.Tensor", index);
+  add("aten::gather", gather);
+  add("aten::roll", roll);
+  add("aten::pad", constant_pad);
+  add("aten::_pad_enum", constant_pad);
+  add("aten::constant_pad_nd", constant_pad);
 }
 
 }  // namespace zenith::autodiff

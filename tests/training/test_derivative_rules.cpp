@@ -58,7 +58,8 @@ std::vector<Case> cases() {
        }, one({5, 6})},
       {"clamp_where_masked_fill", [](auto a, auto b, auto) {
          auto mask = b > 0;
-         return a.clamp(-0.5, 0.7) + torch::where(mask, a, b * 3) + a.masked_fill(mask.logical_not(), 0.25);
+         return a.clamp(-0.5, 0.7) + torch::where(mask, a, b * 3) + a.masked_fill(mask.logical_not(), 0.25) +
+                a.clamp_min(0.1) * a.clamp_max(-0.2);
        }, two({4, 5}, {4, 5})},
       {"dtype_round_trip", [](auto a, auto, auto) { return a.to(torch::kFloat).to(torch::kDouble) * a; }, one({3, 3}), false},
       // The matrix-product family.
@@ -82,6 +83,70 @@ std::vector<Case> cases() {
        }, one({4, 6})},
       {"cat_stack", [](at::Tensor a, at::Tensor b, at::Tensor c) { return torch::cat({a, -b, c}, 1).sum(0) + torch::stack({a, b}, 0).sum(1).sum(0)[0]; },
        three({2, 3}, {2, 3}, {2, 1})},
+      // Splits, one piece unused (its gradient is zeros), numpy's .T, repeat, padding that pads
+      // and crops: what the real-model suite's models call (tests/realmodels/test_realmodel_training.cpp).
+      {"split_chunk_unbind", [](auto a, auto, auto) {
+         auto chunks = a.chunk(3, 1);
+         auto splits = a.split(2, 0);
+         auto rows = a.unbind(0);
+         return torch::cat({(chunks[0] * chunks[2]).flatten(), splits[1].flatten(), rows[0] * 2,
+                            a.split_with_sizes({1, 3}, 0)[1].mean(0)});
+       }, one({4, 6})},
+      {"numpy_t_repeat", [](auto a, auto, auto) { return a.numpy_T().repeat({2, 1, 3}) * 1.5 + a.repeat({1, 2}).sum(); },
+       one({3, 4})},
+      {"pads", [](auto a, auto, auto) {
+         return torch::cat({F::pad(a, F::PadFuncOptions({1, 2, -1, 0}).value(0.5)).flatten(),
+                            at::constant_pad_nd(a, {0, 0, 2, 1}, 0).flatten()});
+       }, one({2, 5, 6})},
+      {"hard_activations", [](auto a, auto, auto) {
+         auto x = a * 4;  // across the kinks at -3 and 3
+         return at::hardtanh(x, -0.5, 0.7) + at::hardswish(x) + at::hardsigmoid(x) + F::relu6(x);
+       }, one({6, 7})},
+      // Indexing as relative position biases (Swin, BEiT) and DeBERTa's disentangled attention
+      // read: a position read twice accumulates both gradients.
+      {"index_gather", [](auto a, auto, auto) {
+         auto rows = torch::tensor({0, 2, 2, 1}, torch::kLong);
+         auto picks = torch::tensor({{0, 3, 3}, {1, 1, 0}, {2, 0, 3}}, torch::kLong);
+         using torch::indexing::Slice;
+         return torch::cat({a.index({rows}).flatten(), a.index({Slice(), torch::tensor({3, 3, 1}, torch::kLong)}).flatten(),
+                            a.gather(1, picks).flatten()});
+       }, one({3, 4})},
+      // Swin's shifted windows and Swin V2's cosine attention.
+      {"roll_normalize", [](auto a, auto, auto) {
+         return torch::cat({a.roll({1, -2}, {0, 2}).flatten(), a.roll(3).flatten(),
+                            F::normalize(a, F::NormalizeFuncOptions().dim(-1)).flatten(),
+                            at::linalg_vector_norm(a, 2, at::IntArrayRef{0, 1}, true).flatten()});
+       }, one({3, 4, 5})},
+      {"group_norm", [](at::Tensor a, at::Tensor b, at::Tensor c) {
+         return F::group_norm(a, F::GroupNormFuncOptions(2).weight(b).bias(c).eps(1e-5)) +
+                F::group_norm(a * 2, F::GroupNormFuncOptions(3));
+       }, three({2, 6, 5}, {6}, {6})},
+      // Pooling and interpolation as image models call them.
+      {"avg_pool2d", [](auto a, auto, auto) {
+         return torch::cat({F::avg_pool2d(a, F::AvgPool2dFuncOptions(3).stride(2).padding(1).ceil_mode(true).count_include_pad(false)).flatten(),
+                            F::avg_pool2d(a, F::AvgPool2dFuncOptions(2)).flatten()});
+       }, one({2, 3, 7, 8})},
+      {"interpolations", [](auto a, auto, auto) {
+         using Mode = F::InterpolateFuncOptions;
+         return torch::cat({F::interpolate(a, Mode().size(std::vector<std::int64_t>{7, 9}).mode(torch::kBilinear).align_corners(false)).flatten(),
+                            F::interpolate(a, Mode().scale_factor(std::vector<double>{1.5, 2.0}).mode(torch::kBicubic).align_corners(false)).flatten(),
+                            F::interpolate(a, Mode().size(std::vector<std::int64_t>{5, 6}).mode(torch::kBilinear).align_corners(true)).flatten(),
+                            F::interpolate(a, Mode().scale_factor(std::vector<double>{2.0, 2.0}).mode(torch::kNearest)).flatten()});
+       }, one({2, 3, 4, 5})},
+      {"adaptive_avg_pool1d", [](auto a, auto, auto) {
+         return torch::cat({F::adaptive_avg_pool1d(a, F::AdaptiveAvgPool1dFuncOptions(3)).flatten(),
+                            F::adaptive_avg_pool1d(a, F::AdaptiveAvgPool1dFuncOptions(1)).flatten()});
+       }, one({2, 3, 7})},
+      // Wav2Vec2's positional convolution is weight-normalized along its kernel dimension.
+      {"weight_norm", [](at::Tensor v, at::Tensor g, at::Tensor h) {
+         return torch::cat({at::_weight_norm(v, g, 2).flatten(), at::_weight_norm(v, h, 0).flatten()});
+       }, three({4, 3, 5}, {1, 1, 5}, {4, 1, 1})},
+      {"unfold", [](auto a, auto, auto) { return F::unfold(a, F::UnfoldFuncOptions({2, 3}).padding(1).stride({2, 1})); },
+       one({2, 3, 5, 6})},
+      {"adaptive_avg_pool3d", [](auto a, auto, auto) {
+         return torch::cat({F::adaptive_avg_pool3d(a, F::AdaptiveAvgPool3dFuncOptions({2, 1, 3})).flatten(),
+                            F::adaptive_avg_pool3d(a, F::AdaptiveAvgPool3dFuncOptions(1)).flatten()});
+       }, one({2, 3, 4, 5, 6})},
       // Reductions, softmax, log_softmax.
       {"sums_means", [](auto a, auto, auto) {
          return a.sum() + a.sum(at::IntArrayRef{0, 2}).sum() * a.mean() + a.mean(at::IntArrayRef{-1}, true).sum() + a.sum(1, true).mean();
