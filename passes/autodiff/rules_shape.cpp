@@ -73,23 +73,19 @@ void stack(const RuleCall& c, GradientSink& s) {
 
 // chunk, split and unbind: the pieces' gradients side by side again, zeros for a piece that
 // received none.
-at::Tensor piece_gradient(const RuleCall& c, std::size_t k) {
-  return c.grad(k).defined() ? c.grad(k) : at::zeros_like(c.output(k));
+std::vector<at::Tensor> piece_gradients(const RuleCall& c) {
+  std::vector<at::Tensor> pieces;
+  for (std::size_t k = 0; k < c.node().outputs.size(); ++k) {
+    pieces.push_back(c.grad(k).defined() ? c.grad(k) : at::zeros_like(c.output(k)));
+  }
+  return pieces;
 }
 
-void split_back(const RuleCall& c, GradientSink& s) {
-  const auto dim = c10::maybe_wrap_dim(c.integer("dim"), c.input("self").dim());
-  std::vector<at::Tensor> pieces;
-  for (std::size_t k = 0; k < c.node().outputs.size(); ++k) pieces.push_back(piece_gradient(c, k));
-  s.add(c, "self", at::cat(pieces, dim));
-}
+std::int64_t split_dim(const RuleCall& c) { return c10::maybe_wrap_dim(c.integer("dim"), c.input("self").dim()); }
 
-void unbind(const RuleCall& c, GradientSink& s) {
-  const auto dim = c10::maybe_wrap_dim(c.integer("dim"), c.input("self").dim());
-  std::vector<at::Tensor> pieces;
-  for (std::size_t k = 0; k < c.node().outputs.size(); ++k) pieces.push_back(piece_gradient(c, k));
-  s.add(c, "self", at::stack(pieces, dim));
-}
+void split_back(const RuleCall& c, GradientSink& s) { s.add(c, "self", at::cat(piece_gradients(c), split_dim(c))); }
+
+void unbind(const RuleCall& c, GradientSink& s) { s.add(c, "self", at::stack(piece_gradients(c), split_dim(c))); }
 
 // numpy_T (`x.T`) reverses every dimension; so does its gradient's permutation.
 void reverse_dims(const RuleCall& c, GradientSink& s) {
@@ -112,18 +108,20 @@ void repeat(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad().reshape(split_sizes).sum(copies).reshape(self.sizes()));
 }
 
-// Constant padding: the gradient is padded by the opposite amounts (a positive pad crops it, a
-// negative one, which cropped the input, gives zeros back).
 // The mode is a name for aten::pad and an at::padding_mode for aten::_pad_enum (what LibTorch's
 // F::pad calls).
 bool pads_with_a_constant(const RuleCall& c) {
   const auto* mode = c.node().arg("mode");
   if (mode == nullptr) return true;  // constant_pad_nd
   if (const auto* name = std::get_if<std::string>(&mode->value)) return *name == "constant";
-  if (const auto* number = std::get_if<std::int64_t>(&mode->value)) return *number == static_cast<std::int64_t>(at::padding_mode::constant);
+  if (const auto* number = std::get_if<std::int64_t>(&mode->value)) {
+    return *number == static_cast<std::int64_t>(at::padding_mode::constant);
+  }
   return false;
 }
 
+// Constant padding: the gradient is padded by the opposite amounts (a positive pad crops it, a
+// negative one, which cropped the input, gives zeros back).
 void constant_pad(const RuleCall& c, GradientSink& s) {
   if (!pads_with_a_constant(c)) {
     throw Error("padding that reflects, replicates or wraps has no derivative rule (only constant padding has)");
