@@ -44,21 +44,25 @@ int functionalize_promoting_writes(ir::Graph& graph) {
         std::all_of(readers.begin(), readers.end(), [&](int reader) { return static_cast<std::size_t>(reader) <= n; });
     const auto& written = graph.value(self).type;
     const auto promoted = at::result_type(meta_of(written), meta_of(graph.value(other).type));
-    if (!private_write || promoted == written.dtype) {
+    if (!private_write) {
       nodes.push_back(node);
+      continue;
+    }
+    ir::Node functional = node;
+    functional.op = node.op.substr(0, node.op.size() - 1);  // aten::add_ -> aten::add
+    ++rewritten;
+    if (promoted == written.dtype) {  // a 0-dim float64 divisor of float32 scores: no cast needed
+      nodes.push_back(std::move(functional));
       continue;
     }
     auto wide = written;
     wide.dtype = promoted;
     wide.requires_grad = graph.value(node.outputs[0]).type.requires_grad;
-    ir::Node functional = node;
-    functional.op = node.op.substr(0, node.op.size() - 1);  // aten::add_ -> aten::add
     functional.outputs = {graph.add_value(wide, ir::ValueRole::Intermediate)};
     auto cast = ir::plain_cast(functional.outputs[0], written.dtype);
     cast.outputs = node.outputs;
     nodes.push_back(std::move(functional));
     nodes.push_back(std::move(cast));
-    ++rewritten;
   }
   graph.nodes = std::move(nodes);
   return rewritten;

@@ -13,9 +13,11 @@ namespace zenith::capture {
 
 /// Rewrites each `aten::add_`, `sub_`, `mul_` or `div_` (Tensor overloads) that reads a tensor of
 /// another dtype than it writes into its functional op in the promoted dtype followed by
-/// `aten::to.dtype` back, where the write is private: the written tensor was made by a node that is
-/// not a view, and nothing after the write reads it (later readers read the write's result), and
-/// it is not a result. Returns how many it rewrote.
+/// `aten::to.dtype` back (or the functional op alone where the promoted dtype is the written one:
+/// Falcon divides its float32 attention scores in place by a 0-dim float64 tensor), where the
+/// write is private: the written tensor was made by a node that is not a view, and nothing after
+/// the write reads it (later readers read the write's result), and it is not a result. Returns how
+/// many it rewrote.
 int functionalize_promoting_writes(ir::Graph& graph);
 
 }  // namespace zenith::capture

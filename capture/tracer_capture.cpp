@@ -24,8 +24,8 @@ namespace {
 // dtype than the one it writes. In place, ATen computes in the promoted dtype and stores in the
 // written tensor's; the functional form would return the promoted dtype (a bfloat16 matrix
 // product's result plus a float32 bias, as LibTorch's linear adds it in place under autocast).
-// Such ops stay in place here; capture/promoting_writes.h makes the private ones functional with
-// a cast back.
+// Such ops stay in place here; capture/promoting_writes.h makes the private ones functional (with
+// a cast back where the other operand promoted the computation).
 bool keeps_its_dtype(const torch::jit::Node* node) {
   if (node->outputs().size() != 1) return true;  // no single written tensor to compare with
   const auto written = node->output()->type()->cast<c10::TensorType>();

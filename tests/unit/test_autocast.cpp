@@ -239,6 +239,32 @@ TEST(PromotingWrites, APrivateWriteBecomesTheFunctionalOpAndACastWithTheSameValu
   }
 }
 
+// Falcon's `attention_scores /= math.sqrt(head_dim)` traced: float32 scores divided in place by a
+// 0-dim float64 tensor, whose dtype does not promote them. The functional op alone, same values.
+TEST(PromotingWrites, APrivateWriteThatKeepsItsDtypeBecomesTheFunctionalOpAlone) {
+  using testing::value;
+  testing::GraphBuilder b;
+  int x = b.input({2, 3});
+  int divisor = b.input({}, at::kDouble);
+  int scores = b.op("aten::mul", "Tensor", {value("self", x), value("other", x)});
+  int scaled = b.op("aten::div_", "Tensor", {value("self", scores), value("other", divisor)});
+  const auto original = b.finish({scaled});
+  auto rewritten = original;
+  EXPECT_EQ(capture::functionalize_promoting_writes(rewritten), 1);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::div_"), 0);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::div"), 1);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::to"), 0);
+  EXPECT_EQ(rewritten.value(rewritten.outputs[0]).type, original.value(original.outputs[0]).type);
+  at::manual_seed(45);
+  for (int draw = 0; draw < 2; ++draw) {
+    std::vector<at::Tensor> inputs{at::randn({2, 3}), at::rand({}, at::kDouble) + 1};
+    const auto want = ir::interpret(original, inputs).at(0);
+    const auto got = ir::interpret(rewritten, inputs).at(0);
+    EXPECT_EQ(got.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(got, want)) << "draw " << draw;
+  }
+}
+
 TEST(PromotingWrites, AWriteOthersCanSeeStaysInPlace) {
   for (const auto& [read_after, into_input] : {std::pair{true, false}, std::pair{false, true}}) {
     auto g = bias_added_in_place(read_after, into_input);
