@@ -19,6 +19,7 @@
 #include "passes/reduction_input_casts.h"
 #include "passes/rotary_embedding.h"
 #include "passes/round_trip_casts.h"
+#include "passes/scalar_constant_dtypes.h"
 #include "passes/scalar_constants_on_device.h"
 #include "passes/sibling_products.h"
 #include "passes/fusion.h"
@@ -88,6 +89,7 @@ PassManager PassManager::default_pipeline(const CompileOptions& options, bool in
   }
   manager.add(std::make_unique<BatchNormDecomposition>());
   manager.add(std::make_unique<ConstantFolding>());
+  manager.add(std::make_unique<ScalarConstantDtypes>());
   manager.add(std::make_unique<ScalarConstantsOnDevice>());
   manager.add(std::make_unique<CommonSubexpressionElimination>());
   manager.add(std::make_unique<RoundTripCastElimination>());

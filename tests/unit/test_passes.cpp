@@ -1,6 +1,7 @@
 // Passes: each one's effect on hand-built graphs, and that the result still computes the same.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <tuple>
 
 #include <ATen/ATen.h>
@@ -19,6 +20,7 @@
 #include "passes/pass_manager.h"
 #include "passes/reduction_input_casts.h"
 #include "passes/round_trip_casts.h"
+#include "passes/scalar_constant_dtypes.h"
 
 namespace zenith::passes {
 namespace {
@@ -277,6 +279,46 @@ TEST(ConstantFolding, LeavesRandomAndLargeResultsAlone) {
   EXPECT_EQ(report.counters["too_large"], 1);
 }
 
+// Falcon divides its float32 attention scores by a 0-d float64 constant (math.sqrt of the head
+// size, traced as a tensor); generated kernels load no float64.
+TEST(ScalarConstantDtypes, AFloat64ScalarThatFloat32ArithmeticReadsBecomesFloat32) {
+  GraphBuilder b;
+  int x = b.input({3, 5});
+  int c = b.constant(at::scalar_tensor(5.656854249492381, at::kDouble));
+  int q = b.op("aten::div", "Tensor", {value("self", x), value("other", c)});
+  int scaled = b.op("aten::mul", "Tensor", {value("self", c), value("other", q)});
+  int wide = b.op("aten::add", "Tensor", {value("self", c), value("other", c), scalar("alpha", 1)});  // float64
+  int magnitude = b.op("aten::abs", "", {value("self", x)});
+  int power = b.op("aten::pow", "Tensor_Tensor", {value("self", magnitude), value("other", c)});  // not ours to narrow
+  auto g = b.finish({scaled, wide, power});
+  auto before = g;
+  PassReport report;
+  ScalarConstantDtypes().run(g, report);
+  EXPECT_EQ(report.counters["narrowed"], 2);
+  EXPECT_NO_THROW(ir::verify(g));
+  auto dtype_of = [&](const char* op, const char* arg) {
+    for (const auto& node : g.nodes) {
+      if (node.op == op) return g.value(std::get<ir::ValueRef>(node.arg(arg)->value).id).type.dtype;
+    }
+    return at::kByte;
+  };
+  EXPECT_EQ(dtype_of("aten::div", "other"), at::kFloat);
+  EXPECT_EQ(dtype_of("aten::mul", "self"), at::kFloat);
+  EXPECT_EQ(dtype_of("aten::add", "self"), at::kDouble);
+  EXPECT_EQ(dtype_of("aten::pow", "other"), at::kDouble);
+  EXPECT_EQ(g.value(g.outputs[1]).type.dtype, at::kDouble);
+  expect_equal_results(before, g, b.example_inputs());
+  // The division and the product fuse, reading nothing in float64 (the CUDA kernels load none).
+  PassReport fusion;
+  ElementwiseFusion().run(g, fusion);
+  std::set<int> groups;
+  for (const auto& node : g.nodes) {
+    if (node.op == "aten::div" || node.op == "aten::mul") groups.insert(node.fusion_group);
+  }
+  EXPECT_EQ(groups.size(), 1u);
+  EXPECT_GE(*groups.begin(), 0);
+}
+
 TEST(RoundTripCasts, AWideningCastAndBackIsTheValueItself) {
   for (const auto dtype : {at::kBFloat16, at::kHalf}) {
     GraphBuilder b;
@@ -409,6 +451,7 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
       {"fuse_convolution_epilogue", "fused", 0},
       {"decompose_batch_norm", "decomposed", 0},
       {"fold_constants", "folded", 1},
+      {"scalar_constant_dtypes", "narrowed", 0},
       {"scalar_constants_on_device", "moved", 0},
       {"cse", "merged", 1},
       {"round_trip_casts", "removed", 0},
@@ -427,9 +470,9 @@ TEST(PassManager, ReportsEveryPassAndKeepsResults) {
     EXPECT_EQ(reports[k].name, name);
     EXPECT_EQ(reports[k].counters[counter], value) << name << " " << counter;
   }
-  EXPECT_EQ(reports[14].counters["fused_nodes"], 3);
+  EXPECT_EQ(reports[15].counters["fused_nodes"], 3);
   EXPECT_EQ(reports[3].nodes_before, 6);
-  EXPECT_EQ(reports[12].nodes_after, 3);
+  EXPECT_EQ(reports[13].nodes_after, 3);
   // A training step's forward and backward: none of the four inference rewrites.
   const auto training = PassManager::default_pipeline({}, /*inference=*/false).run(before_copy);
   EXPECT_EQ(training.size(), expected.size() - 4);
