@@ -95,6 +95,11 @@ std::vector<std::int64_t> RuleCall::integers(const char* name) const {
                           name));
 }
 
+std::string RuleCall::text(const char* name) const {
+  if (const auto* v = std::get_if<std::string>(&argument(name).value)) return *v;
+  throw Error(fmt::format("derivative of {}: argument '{}' is not a constant string", node_.qualified_name(), name));
+}
+
 bool RuleCall::is_none(const char* name) const {
   return std::holds_alternative<ir::NoneArg>(argument(name).value);
 }

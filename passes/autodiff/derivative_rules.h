@@ -50,6 +50,7 @@ class RuleCall {
   double real(const char* name) const;  // integers are widened
   bool flag(const char* name) const;
   std::vector<std::int64_t> integers(const char* name) const;
+  std::string text(const char* name) const;  // a str argument (einsum's equation)
   bool is_none(const char* name) const;
   /// A scalar argument as ATen sees it (an integer stays an integer).
   at::Scalar scalar(const char* name) const;

@@ -29,12 +29,16 @@ void scaled_dot_product_attention(const RuleCall& c, GradientSink& s) {
                             "(its random numbers are the kernel's): on CUDA with inputs that kernel takes as they are",
                             c.node().qualified_name(), c.real("dropout_p")));
   }
-  if (present(c, "enable_gqa") && c.flag("enable_gqa")) {
-    throw Error(fmt::format("{} with enable_gqa has no derivative rule in Zenith", c.node().qualified_name()));
-  }
   const auto& q = c.input("query");
-  const auto& k = c.input("key");
-  const auto& v = c.input("value");
+  // Grouped-query attention: each key-value head serves `group` query heads in turn, as ATen's
+  // math backend repeats them; the repeated heads' gradients sum back into their head.
+  const std::int64_t kv_heads = c.input("key").dim() >= 3 ? c.input("key").size(-3) : 1;
+  const std::int64_t group =
+      present(c, "enable_gqa") && c.flag("enable_gqa") && q.dim() >= 3 ? q.size(-3) / kv_heads : 1;
+  auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, -3); };
+  auto summed = [&](const at::Tensor& t) { return group == 1 ? t : t.unflatten(-3, {kv_heads, group}).sum(-3); };
+  const auto k = shared(c.input("key"));
+  const auto v = shared(c.input("value"));
   const double scale = softmax_scale(c, q);
   auto scores = at::matmul(q, k.transpose(-2, -1)) * scale;
   const bool masked = c.input_id("attn_mask") >= 0;
@@ -50,12 +54,12 @@ void scaled_dot_product_attention(const RuleCall& c, GradientSink& s) {
   }
   const auto probabilities = at::_safe_softmax(scores, -1);
   const auto& grad = c.grad();
-  if (s.wanted(c, "value")) s.add(c, "value", at::matmul(probabilities.transpose(-2, -1), grad));
+  if (s.wanted(c, "value")) s.add(c, "value", summed(at::matmul(probabilities.transpose(-2, -1), grad)));
   const auto grad_scores = at::_softmax_backward_data(at::matmul(grad, v.transpose(-2, -1)), probabilities, -1,
                                                       probabilities.scalar_type());
   if (masked && s.wanted(c, "attn_mask")) s.add(c, "attn_mask", grad_scores);
   if (s.wanted(c, "query")) s.add(c, "query", at::matmul(grad_scores, k) * scale);
-  if (s.wanted(c, "key")) s.add(c, "key", at::matmul(grad_scores.transpose(-2, -1), q) * scale);
+  if (s.wanted(c, "key")) s.add(c, "key", summed(at::matmul(grad_scores.transpose(-2, -1), q) * scale));
 }
 
 // An optional tensor argument as the fused backward ops take it: a tensor, undefined when absent.

@@ -161,6 +161,81 @@ void clamp_max(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.grad() * (c.input("self") <= c.scalar("max")));
 }
 
+// Where self and other are equal each gets half the gradient, as ATen's rule gives it (so that the
+// two halves sum to the gradient of a maximum of a value with itself).
+at::Tensor split_at_ties(const RuleCall& c) {
+  return at::where(c.input("self") == c.input("other"), c.grad() / 2, c.grad());
+}
+
+void maximum(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  const auto& other = c.input("other");
+  const auto shared = split_at_ties(c);
+  if (s.wanted(c, "self")) s.add(c, "self", shared.masked_fill(self < other, 0));
+  if (s.wanted(c, "other")) s.add(c, "other", shared.masked_fill(self > other, 0));
+}
+
+void minimum(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  const auto& other = c.input("other");
+  const auto shared = split_at_ties(c);
+  if (s.wanted(c, "self")) s.add(c, "self", shared.masked_fill(self > other, 0));
+  if (s.wanted(c, "other")) s.add(c, "other", shared.masked_fill(self < other, 0));
+}
+
+// lerp(self, end, weight) = self + weight * (end - self).
+void lerp_scalar(const RuleCall& c, GradientSink& s) {
+  const double weight = c.real("weight");
+  if (s.wanted(c, "self")) s.add(c, "self", c.grad() * (1.0 - weight));
+  if (s.wanted(c, "end")) s.add(c, "end", c.grad() * weight);
+}
+
+void lerp_tensor(const RuleCall& c, GradientSink& s) {
+  const auto& weight = c.input("weight");
+  if (s.wanted(c, "self")) s.add(c, "self", c.grad() * (1 - weight));
+  if (s.wanted(c, "end")) s.add(c, "end", c.grad() * weight);
+  if (s.wanted(c, "weight")) s.add(c, "weight", c.grad() * (c.input("end") - c.input("self")));
+}
+
+// addcmul(self, tensor1, tensor2, value) = self + value * tensor1 * tensor2.
+void addcmul(const RuleCall& c, GradientSink& s) {
+  const auto scaled = c.real("value") == 1.0 ? c.grad() : c.grad() * c.scalar("value");
+  s.add(c, "self", c.grad());
+  if (s.wanted(c, "tensor1")) s.add(c, "tensor1", scaled * c.input("tensor2"));
+  if (s.wanted(c, "tensor2")) s.add(c, "tensor2", scaled * c.input("tensor1"));
+}
+
+// The activations below as ATen's backward kernels compute them, in elementwise ops the fusion
+// pass groups (ATen's *_backward ops would each run alone).
+
+// elu(x) = scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)); x = 0 takes the negative side.
+void elu(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  const double alpha = c.real("alpha"), scale = c.real("scale"), input_scale = c.real("input_scale");
+  const auto negative = c.grad() * (alpha * scale * input_scale) * at::exp(x * input_scale);
+  s.add(c, "self", at::where(x <= 0, negative, c.grad() * scale));
+}
+
+void leaky_relu(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  s.add(c, "self", at::where(x > 0, c.grad(), c.grad() * c.scalar("negative_slope")));
+}
+
+// softplus(x) = log1p(exp(beta * x)) / beta, and x itself where beta * x exceeds the threshold.
+void softplus(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  const auto scaled = x * c.scalar("beta");
+  const auto z = at::exp(scaled);
+  s.add(c, "self", at::where(scaled > c.scalar("threshold"), c.grad(), c.grad() * z / (z + 1)));
+}
+
+// mish(x) = x * tanh(softplus(x)): tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2).
+void mish(const RuleCall& c, GradientSink& s) {
+  const auto& x = c.input("self");
+  const auto tanh_softplus = at::tanh(at::log1p(at::exp(x)));
+  s.add(c, "self", c.grad() * (tanh_softplus + x * at::sigmoid(x) * (1 - tanh_softplus * tanh_softplus)));
+}
+
 // A dtype conversion: the gradient goes back to the input's dtype (the sink casts).
 void convert(const RuleCall& c, GradientSink& s) { s.add(c, "self", c.grad()); }
 
@@ -203,6 +278,15 @@ void register_elementwise_rules(std::function<void(const std::string&, Derivativ
   add("aten::relu6", relu6);
   add("aten::hardswish", hardswish);
   add("aten::hardsigmoid", hardsigmoid);
+  add("aten::maximum", maximum);
+  add("aten::minimum", minimum);
+  add("aten::lerp.Scalar", lerp_scalar);
+  add("aten::lerp.Tensor", lerp_tensor);
+  add("aten::addcmul", addcmul);
+  add("aten::elu", elu);
+  add("aten::leaky_relu", leaky_relu);
+  add("aten::softplus", softplus);
+  add("aten::mish", mish);
   add("aten::to.dtype", convert);
   add("aten::to.dtype_layout", convert);
   add("aten::to.device", convert);

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 
 #include "passes/autodiff/derivative_rules.h"
+#include "passes/autodiff/einsum_equation.h"
 
 namespace zenith::autodiff {
 namespace {
@@ -71,6 +72,30 @@ void linear(const RuleCall& c, GradientSink& s) {
   if (s.wanted(c, "bias")) s.add(c, "bias", g.reshape({-1, g.size(-1)}).sum(0));
 }
 
+// Each operand's gradient is one einsum of the result's gradient with the other operands
+// (passes/autodiff/einsum_equation.h), broadcast along the letters only that operand names (they
+// were summed within it); a dimension of size 1 the others broadcast is summed back by the sink.
+void einsum(const RuleCall& c, GradientSink& s) {
+  const auto operands = c.inputs("tensors");
+  std::vector<std::int64_t> ranks;
+  for (const auto& operand : operands) ranks.push_back(operand.dim());
+  const auto equation = parse_einsum_equation(c.text("equation"), ranks);
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    const auto gradient = einsum_gradient(equation, k);  // throws for a diagonal: the call runs eagerly
+    std::vector<at::Tensor> factors{c.grad()};
+    for (std::size_t j = 0; j < operands.size(); ++j) {
+      if (j != k) factors.push_back(operands[j]);
+    }
+    auto g = at::einsum(gradient.equation, factors);
+    for (auto d : gradient.lone_dims) g = g.unsqueeze(d);
+    std::vector<std::int64_t> sizes = g.sizes().vec();
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] == 1) sizes[d] = operands[k].size(static_cast<std::int64_t>(d));
+    }
+    s.add_element(c, "tensors", k, g.expand(sizes));
+  }
+}
+
 }  // namespace
 
 void register_matrix_rules(std::function<void(const std::string&, DerivativeRule)> add) {
@@ -80,6 +105,7 @@ void register_matrix_rules(std::function<void(const std::string&, DerivativeRule
   add("aten::addmm", addmm);
   add("aten::matmul", matmul);
   add("aten::linear", linear);
+  add("aten::einsum", einsum);
 }
 
 }  // namespace zenith::autodiff

@@ -62,6 +62,38 @@ void vector_norm(const RuleCall& c, GradientSink& s) {
   s.add(c, "self", c.input("self") * spread(c, scaled, c.flag("keepdim")));
 }
 
+// amax and amin: the gradient goes to the elements equal to the result, split evenly among ties
+// (ATen's rule).
+void extremum(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  const bool keepdim = c.flag("keepdim");
+  const auto hits = (self == spread(c, c.output(), keepdim)).to(self.scalar_type());
+  const auto count = hits.sum(reduced_dims(c, self.dim()), /*keepdim=*/true);
+  s.add(c, "self", spread(c, c.grad(), keepdim) / count * hits);
+}
+
+// The correction of var and std: `unbiased` (var.dim) or `correction` (var.correction; None is 1).
+double correction_of(const RuleCall& c) {
+  if (c.node().arg("unbiased") != nullptr) return c.flag("unbiased") ? 1.0 : 0.0;
+  return c.is_none("correction") ? 1.0 : c.real("correction");
+}
+
+// d var / dx = 2 (x - mean) / (N - correction).
+at::Tensor variance_gradient(const RuleCall& c, const at::Tensor& grad) {
+  const auto& self = c.input("self");
+  const auto deviations = self - self.mean(reduced_dims(c, self.dim()), /*keepdim=*/true);
+  const double scale = 2.0 / (static_cast<double>(reduced_count(c)) - correction_of(c));
+  return spread(c, grad, c.flag("keepdim")) * scale * deviations;
+}
+
+void var(const RuleCall& c, GradientSink& s) { s.add(c, "self", variance_gradient(c, c.grad())); }
+
+// std = sqrt(var): the variance's gradient is grad / (2 std), and nothing where std is 0 (ATen's).
+void standard_deviation(const RuleCall& c, GradientSink& s) {
+  const auto& result = c.output();
+  s.add(c, "self", variance_gradient(c, (c.grad() / (result * 2)).masked_fill(result == 0, 0)));
+}
+
 void softmax(const RuleCall& c, GradientSink& s) {
   const auto& self = c.input("self");
   s.add(c, "self", at::_softmax_backward_data(c.grad(), c.output(), c.integer("dim"), self.scalar_type()));
@@ -81,6 +113,12 @@ void register_reduction_rules(std::function<void(const std::string&, DerivativeR
   add("aten::mean.dim", mean_dim);
   add("aten::linalg_vector_norm", vector_norm);
   add("aten::norm.ScalarOpt_dim", vector_norm);
+  add("aten::amax", extremum);
+  add("aten::amin", extremum);
+  add("aten::var.dim", var);
+  add("aten::var.correction", var);
+  add("aten::std.dim", standard_deviation);
+  add("aten::std.correction", standard_deviation);
   add("aten::softmax.int", softmax);
   add("aten::_softmax", softmax);
   add("aten::log_softmax.int", log_softmax);

@@ -153,6 +153,19 @@ void gather(const RuleCall& c, GradientSink& s) {
 
 }  // namespace
 
+// repeat_interleave(self, repeats, dim): each element repeated `repeats` times in place along dim
+// (the flattened input without a dim); its gradient sums each run of repeats.
+void repeat_interleave(const RuleCall& c, GradientSink& s) {
+  const auto& self = c.input("self");
+  const auto repeats = c.integer("repeats");
+  if (c.is_none("dim")) {
+    s.add(c, "self", c.grad().reshape({-1, repeats}).sum(1).reshape(self.sizes()));
+    return;
+  }
+  const auto dim = c10::maybe_wrap_dim(c.integer("dim"), self.dim());
+  s.add(c, "self", c.grad().unflatten(dim, {self.size(dim), repeats}).sum(dim + 1));
+}
+
 void register_shape_rules(std::function<void(const std::string&, DerivativeRule)> add) {
   for (const char* op : {"aten::view", "aten::reshape", "aten::_unsafe_view", "aten::flatten.using_ints",
                          "aten::unflatten.int", "aten::squeeze", "aten::squeeze.dim", "aten::squeeze.dims",
@@ -176,6 +189,7 @@ void register_shape_rules(std::function<void(const std::string&, DerivativeRule)
   add("aten::unbind.int", unbind);
   add("aten::numpy_T", reverse_dims);
   add("aten::repeat", repeat);
+  add("aten::repeat_interleave.self_int", repeat_interleave);
   add("aten::index.Tensor", index);
   add("aten::gather", gather);
   add("aten::roll", roll);

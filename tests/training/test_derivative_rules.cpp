@@ -61,6 +61,33 @@ std::vector<Case> cases() {
          return a.clamp(-0.5, 0.7) + torch::where(mask, a, b * 3) + a.masked_fill(mask.logical_not(), 0.25) +
                 a.clamp_min(0.1) * a.clamp_max(-0.2);
        }, two({4, 5}, {4, 5})},
+      // Ties included: a maximum of a value with itself, and amax over rows holding their maximum twice
+      // (each tie takes its share, as eager's rule gives it).
+      {"maximum_minimum", [](auto a, auto b, auto) {
+         return torch::maximum(a, b) * 1.5 + torch::minimum(a, b.sum(0)) + torch::maximum(a, a) - torch::minimum(b, b) * 0.5;
+       }, two({3, 5}, {3, 5})},
+      {"amax_amin", [](at::Tensor a, auto, auto) {
+         auto tied = torch::cat({a, a.narrow(1, 0, 1)}, 1);  // every row's first value twice
+         return torch::cat({a.amax(at::IntArrayRef{1}).flatten(), a.amin(at::IntArrayRef{0, 2}, true).flatten(),
+                            tied.amax(at::IntArrayRef{}).flatten() * 2, tied.amin(1).flatten()});
+       }, one({3, 4, 5})},
+      {"lerp_addcmul", [](at::Tensor a, at::Tensor b, at::Tensor w) {
+         return torch::lerp(a, b, 0.3) + torch::lerp(a, b, w) + torch::addcmul(a, b, w, 0.7) + torch::addcmul(w, a, a);
+       }, three({4, 5}, {4, 5}, {5})},
+      {"smooth_activations", [](auto a, auto, auto) {
+         auto x = a * 3;  // both sides of elu's and leaky_relu's kink, and softplus's threshold at 20 / beta
+         return F::elu(x, F::ELUFuncOptions().alpha(0.8)) + at::elu(x, 1.2, 0.9, 1.3) + F::leaky_relu(x, F::LeakyReLUFuncOptions().negative_slope(0.2)) +
+                F::softplus(x, F::SoftplusFuncOptions().beta(7).threshold(4)) + F::softplus(x) + F::mish(x);
+       }, one({6, 7})},
+      {"var_std", [](auto a, auto, auto) {
+         return torch::cat({at::var(a, at::IntArrayRef{1}, /*unbiased=*/true, /*keepdim=*/false).flatten(),
+                            at::var(a, at::IntArrayRef{0, 2}, /*unbiased=*/false, /*keepdim=*/true).flatten(),
+                            at::std(a, at::IntArrayRef{-1}, /*unbiased=*/true, /*keepdim=*/false).flatten()});
+       }, one({3, 4, 5})},
+      {"var_std_correction", [](auto a, auto, auto) {
+         return torch::cat({at::std(a, at::IntArrayRef{1}, at::Scalar(2), /*keepdim=*/false).flatten(),
+                            at::var(a, at::IntArrayRef{0, 1}, at::Scalar(0), /*keepdim=*/true).flatten()});
+       }, one({3, 4, 5})},
       {"dtype_round_trip", [](auto a, auto, auto) { return a.to(torch::kFloat).to(torch::kDouble) * a; }, one({3, 3}), false},
       // The matrix-product family.
       {"mm_t", [](auto a, auto b, auto) { return a.mm(b.t()); }, two({3, 4}, {5, 4})},
@@ -72,6 +99,18 @@ std::vector<Case> cases() {
       {"matmul_vector_matrix", [](auto a, auto b, auto) { return a.matmul(b); }, two({4}, {4, 5})},
       {"matmul_broadcast", [](auto a, auto b, auto) { return a.matmul(b); }, two({2, 1, 3, 4}, {5, 4, 6})},
       {"linear", [](at::Tensor a, at::Tensor b, at::Tensor c) { return F::linear(a, b, c); }, three({2, 3, 4}, {5, 4}, {5})},
+      // einsum as Funnel's relative attention calls it, then with what einsum allows besides: an
+      // ellipsis, a letter one operand sums alone, a size-1 dimension the other operand
+      // broadcasts, three operands and the implicit result.
+      {"einsum_attention", [](auto q, auto k, auto) {
+         auto scores = torch::einsum("bind,bjnd->bnij", {q, k});
+         return torch::einsum("bnij,bjnd->bind", {scores.softmax(-1), k.tanh()});
+       }, two({2, 3, 2, 4}, {2, 5, 2, 4})},
+      {"einsum_general", [](at::Tensor a, at::Tensor b, at::Tensor c) {
+         return torch::cat({torch::einsum("...ij,jk->...ik", {a, b}).flatten(), torch::einsum("bij,jk->bi", {a, b}).flatten(),
+                            torch::einsum("bij, bjk -> bik", {a.sum(0, true), a.transpose(1, 2).exp()}).flatten(),
+                            torch::einsum("bij,jk,k", {a, b, c}).flatten()});
+       }, three({2, 3, 4}, {4, 5}, {5})},
       // Views, reshapes, permutes, slicing, concatenation.
       {"views", [](auto a, auto, auto) {
          return a.view({3, 8}).transpose(0, 1).reshape({4, 6}).unsqueeze(1).squeeze(1).flatten() * 1.5;
@@ -194,6 +233,15 @@ std::vector<Case> cases() {
          return at::scaled_dot_product_attention(q, k, k.tanh(), mask, 0.0, false, 0.3) +
                 at::scaled_dot_product_attention(q, k, k, k.sum(-1, true).transpose(-2, -1) > 0);
        }, three({2, 3, 5, 4}, {2, 3, 6, 4}, {2, 1, 5, 6})},
+      // Grouped-query attention (four query heads share each key-value head) and the repeat that
+      // models without enable_gqa write themselves.
+      {"sdpa_grouped_query", [](at::Tensor q, at::Tensor k, at::Tensor v) {
+         return at::scaled_dot_product_attention(q, k, v, {}, 0.0, false, std::nullopt, /*enable_gqa=*/true) +
+                at::scaled_dot_product_attention(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1));
+       }, three({2, 8, 5, 4}, {2, 2, 6, 4}, {2, 2, 6, 4})},
+      {"repeat_interleave", [](auto a, auto, auto) {
+         return torch::cat({a.repeat_interleave(3, 0).flatten(), a.repeat_interleave(2, -1).flatten(), a.repeat_interleave(2).flatten()});
+       }, one({3, 4})},
       {"sdpa_causal", [](at::Tensor q, at::Tensor k, at::Tensor v) {
          return at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
        }, three({2, 2, 6, 8}, {2, 2, 6, 8}, {2, 2, 6, 3})},

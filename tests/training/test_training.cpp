@@ -208,6 +208,29 @@ TEST_F(TrainingTest, OpWithoutRuleRunsEagerlyWithOneWarning) {
   EXPECT_EQ(compiled.stats().eager_calls, 4);
 }
 
+// einsum's rule covers every equation but one that reads a diagonal (a letter twice in one
+// operand): that signature runs eagerly, its log naming why, with eager's gradients.
+TEST_F(TrainingTest, AnEinsumThatReadsADiagonalRunsEagerly) {
+  auto fn = [](at::Tensor a, at::Tensor b) { return torch::einsum("ii,ij->ij", {a, b}) + torch::einsum("ij,jk", {a, b}); };
+  zenith::CompileOptions options;
+  options.name = "einsum diagonal";
+  auto compiled = zenith::compile(fn, options);
+  ::testing::internal::CaptureStderr();
+  for (int call = 0; call < 3; ++call) {
+    auto a = on_device(torch::randn({4, 4}, torch::kDouble)).requires_grad_(true);
+    auto b = on_device(torch::randn({4, 3}, torch::kDouble)).requires_grad_(true);
+    compiled(a, b).sum().backward();
+    auto a2 = a.detach().clone().requires_grad_(true), b2 = b.detach().clone().requires_grad_(true);
+    fn(a2, b2).sum().backward();
+    expect_close(a.grad(), a2.grad(), 1e-12, 1e-12, "eager gradient of a");
+    expect_close(b.grad(), b2.grad(), 1e-12, 1e-12, "eager gradient of b");
+  }
+  auto log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("repeats 'i' (a diagonal)"), std::string::npos) << log;
+  EXPECT_TRUE(compiled.report().eager_fallback);
+  EXPECT_EQ(compiled.stats().eager_calls, 3);
+}
+
 // torchvision's Swin V2 clones its qkv bias and zeroes the key third of the clone in place: the
 // write's own result leads nowhere, but the clone it changed does, and the gradient must be 0 where
 // it wrote. Rules cannot follow such a write; the signature runs eagerly, with eager's gradient.
