@@ -255,21 +255,20 @@ Interpolation interpolation_of(const RuleCall& c, const char* input_name) {
 
 const char* image_argument(const RuleCall& c) { return c.node().arg("input") != nullptr ? "input" : "self"; }
 
-void upsample_bilinear2d(const RuleCall& c, GradientSink& s) {
+// Bilinear and bicubic interpolation take the same arguments, align_corners among them.
+void upsample_aligned2d(const RuleCall& c, GradientSink& s, bool bicubic) {
   const char* name = image_argument(c);
   const auto in = interpolation_of(c, name);
+  const bool align_corners = c.flag("align_corners");
   s.add(c, name,
-        at::upsample_bilinear2d_backward(c.grad(), in.output_size, in.input_size, c.flag("align_corners"), in.scale_h,
-                                         in.scale_w));
+        bicubic ? at::upsample_bicubic2d_backward(c.grad(), in.output_size, in.input_size, align_corners, in.scale_h,
+                                                  in.scale_w)
+                : at::upsample_bilinear2d_backward(c.grad(), in.output_size, in.input_size, align_corners, in.scale_h,
+                                                   in.scale_w));
 }
 
-void upsample_bicubic2d(const RuleCall& c, GradientSink& s) {
-  const char* name = image_argument(c);
-  const auto in = interpolation_of(c, name);
-  s.add(c, name,
-        at::upsample_bicubic2d_backward(c.grad(), in.output_size, in.input_size, c.flag("align_corners"), in.scale_h,
-                                        in.scale_w));
-}
+void upsample_bilinear2d(const RuleCall& c, GradientSink& s) { upsample_aligned2d(c, s, /*bicubic=*/false); }
+void upsample_bicubic2d(const RuleCall& c, GradientSink& s) { upsample_aligned2d(c, s, /*bicubic=*/true); }
 
 void upsample_nearest2d(const RuleCall& c, GradientSink& s) {
   const char* name = image_argument(c);
